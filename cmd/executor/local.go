@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/trainstep/trainstep/core/local"
+	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/runtimes/stock"
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/trainers"
+	"github.com/trainstep/trainstep/core/trainjob"
+)
+
+// runLocal runs the step on this machine: the same plan and TrainJob as on a cluster, its trainer
+// command run as local processes.
+func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
+	src, err := o.localRuntimes(ctx)
+	if err != nil {
+		return o.fail(err)
+	}
+	ns := o.namespace
+	if ns == "" {
+		ns = "local"
+	}
+	plan, err := (&trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: src}).Plan(ctx, spec, ns)
+	if err != nil {
+		return o.fail(err)
+	}
+	o.warn(plan)
+	tj := plan.TrainJob(o.identity())
+	if o.dryRun {
+		return o.printYAML(tj)
+	}
+	o.say("running TrainJob %s locally: runtime %s, %s, %d node(s)", tj.Name, plan.Runtime.Name, plan.Trainer.Kind(), plan.NumNodes())
+	runCtx := ctx
+	if spec.Timeout != nil {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, spec.Timeout.Duration)
+		defer cancel()
+	}
+	out := o.stdout
+	if o.noLogs {
+		out = nil
+	}
+	res, err := (&local.Runner{Out: out}).Run(runCtx, tj, &plan.Runtime)
+	if err != nil {
+		return o.fail(err)
+	}
+	obs := res.Observe()
+	switch {
+	case ctx.Err() != nil:
+		o.say("interrupted; the local processes were stopped")
+		return ExitInterrupts
+	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
+		now := time.Now()
+		obs.Phase, obs.Reason, obs.CompletionTime = trainjob.PhaseTimedOut, "Timeout", &now
+		obs.Message = fmt.Sprintf("TrainJob %s did not finish within %s; its processes were stopped", tj.Name, spec.Timeout.Duration)
+	}
+	return o.finish(obs)
+}
+
+// localRuntimes is the cluster's runtimes when one is reachable (so --local tries exactly what the
+// cluster would run), else the stock ones shipped in the binary.
+func (o *runOptions) localRuntimes(ctx context.Context) (runtimes.Source, error) {
+	if o.runtimesFrom == "stock" {
+		return stock.Source{}, nil
+	}
+	cfg, err := o.restConfig()
+	if err == nil {
+		cl, cerr := newClient(cfg)
+		if cerr == nil {
+			c := runtimes.ClusterSource{Reader: cl}
+			probe, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = c.List(probe, o.ns())
+			cancel()
+			if err == nil {
+				o.say("using the runtimes of the cluster at %s", cfg.Host)
+				return c, nil
+			}
+		} else {
+			err = cerr
+		}
+	}
+	if o.runtimesFrom == "cluster" {
+		return nil, fmt.Errorf("--runtimes-from=cluster: %w", err)
+	}
+	o.say("no cluster reachable; using the stock Kubeflow Trainer runtimes")
+	return stock.Source{}, nil
+}

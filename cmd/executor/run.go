@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/core/local"
+	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/trainers"
+	"github.com/trainstep/trainstep/core/trainjob"
+)
+
+type runOptions struct {
+	kubeFlags
+	file         string
+	local        bool
+	dryRun       bool
+	outputDir    string
+	stepKey      string
+	ownerUID     string
+	attempt      int
+	runtimesFrom string
+	keepOnStop   bool
+	noLogs       bool
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// logs overrides the kubelet log source (tests: the Trainer simulator's).
+	logs trainjob.LogSource
+}
+
+func newRunCommand(code *int) *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run -f STEP.yaml",
+		Short: "Run one training step: submit its TrainJob, wait for it, write its outputs",
+		Long: `Run one training step: validate it, pick its runtime, submit the TrainJob once, stream the
+node-0 log, wait for the TrainJob to finish and write every output to --output-dir.
+
+Exit codes: 0 succeeded, 1 the TrainJob failed, 2 invalid step (nothing created), 3 timed out,
+4 could not run (cluster or API error), 5 --local entry point (torchrun, mpirun, python) missing,
+130 interrupted (the TrainJob is deleted unless --keep-on-interrupt).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.stdin, o.stdout, o.stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			*code = o.run(cmd.Context())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.file, "file", "f", "", "the step, YAML or JSON (- for stdin)")
+	f.BoolVar(&o.local, "local", false, "run the trainer as local processes instead of on a cluster")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the TrainJob that would be created and stop")
+	f.StringVar(&o.outputDir, "output-dir", "", "write each output to a file of its name here (e.g. /tmp/outputs, or $(results.path) dir)")
+	f.StringVar(&o.stepKey, "step-key", "", "a key unique to this step in its pipeline run; with --owner-uid, a re-run finds the same TrainJob")
+	f.StringVar(&o.ownerUID, "owner-uid", "", "the UID of the pipeline run that owns the step (default: a fresh one, so every run starts a new TrainJob)")
+	f.IntVar(&o.attempt, "attempt", 0, "the retry attempt (a new attempt gets a new TrainJob)")
+	f.StringVar(&o.runtimesFrom, "runtimes-from", "auto", "with --local: where runtimes come from: auto (the cluster if reachable, else stock), cluster, stock")
+	f.BoolVar(&o.keepOnStop, "keep-on-interrupt", false, "leave the TrainJob running when this command is interrupted")
+	f.BoolVar(&o.noLogs, "no-logs", false, "do not stream the node-0 log")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig (default $KUBECONFIG or ~/.kube/config, or in-cluster)")
+	f.StringVar(&o.context, "context", "", "the kubeconfig context")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "the step namespace (default: the context's)")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+func (o *runOptions) say(format string, args ...any) {
+	fmt.Fprintf(o.stderr, "trainstep: "+format+"\n", args...)
+}
+
+func (o *runOptions) run(ctx context.Context) int {
+	spec, err := o.readSpec()
+	if err != nil {
+		return o.fail(err)
+	}
+	if o.local {
+		return o.runLocal(ctx, spec)
+	}
+	cfg, err := o.restConfig()
+	if err != nil {
+		return o.fail(err)
+	}
+	c, err := newClient(cfg)
+	if err != nil {
+		return o.fail(err)
+	}
+	ns := o.ns()
+	plan, err := (&trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}}).Plan(ctx, spec, ns)
+	if err != nil {
+		return o.fail(err)
+	}
+	id := o.identity()
+	tj := plan.TrainJob(id)
+	o.warn(plan)
+	if o.dryRun {
+		return o.printYAML(tj)
+	}
+	created, isNew, err := trainjob.Submit(ctx, c, tj, id)
+	if err != nil {
+		return o.fail(err)
+	}
+	verb := "found existing"
+	if isNew {
+		verb = "created"
+	}
+	o.say("%s TrainJob %s/%s (runtime %s, %s)", verb, created.Namespace, created.Name, plan.Runtime.Name, plan.Trainer.Kind())
+
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return o.fail(fmt.Errorf("connecting to the cluster: %w", err))
+	}
+	logs := o.logs
+	if logs == nil {
+		logs = trainjob.KubeletLogs{Client: kube}
+	}
+	follower, _ := logs.(trainjob.LogFollower)
+	var timeout time.Duration
+	if spec.Timeout != nil {
+		timeout = spec.Timeout.Duration
+	}
+	streaming := false
+	waiter := &trainjob.Waiter{Client: c, Logs: logs}
+	obs, err := waiter.Wait(ctx, created.Namespace, created.Name, trainjob.WaitOptions{
+		Timeout:       timeout,
+		KeepOnTimeout: spec.KeepOnTimeout,
+		OnChange: func(obs trainjob.Observation) {
+			o.say("%s: %s", obs.Phase, firstLine(obs.Message))
+			if !streaming && !o.noLogs && follower != nil && obs.Node0Pod != "" {
+				streaming = true
+				go o.follow(ctx, follower, obs.Namespace, obs.Node0Pod)
+			}
+		},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return o.interrupted(c, created.Namespace, created.Name)
+		}
+		return o.fail(err)
+	}
+	return o.finish(obs)
+}
+
+func (o *runOptions) follow(ctx context.Context, f trainjob.LogFollower, ns, pod string) {
+	if err := f.Follow(ctx, ns, pod, trainjob.NodeContainer, o.stdout); err != nil && ctx.Err() == nil {
+		o.say("not streaming the node-0 log: %v", err)
+	}
+}
+
+// interrupted stops the training when the step is stopped (an Argo stop, a Tekton cancel, Ctrl-C),
+// so no TrainJob is orphaned.
+func (o *runOptions) interrupted(c client.Writer, ns, name string) int {
+	if o.keepOnStop {
+		o.say("interrupted; TrainJob %s/%s keeps running (--keep-on-interrupt)", ns, name)
+		return ExitInterrupts
+	}
+	// The step's context is gone; give the delete a short one of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 10*time.Second)
+	defer cancel()
+	if err := trainjob.Delete(ctx, c, ns, name); err != nil {
+		o.say("interrupted, and %v", err)
+		return ExitInterrupts
+	}
+	o.say("interrupted; deleted TrainJob %s/%s", ns, name)
+	return ExitInterrupts
+}
+
+func (o *runOptions) identity() trainjob.Identity {
+	owner := o.ownerUID
+	if owner == "" {
+		owner = uuid.NewString()
+	}
+	key := o.stepKey
+	if key == "" {
+		key = "run"
+	}
+	return trainjob.Identity{Engine: "cli", OwnerUID: owner, StepKey: key, Attempt: o.attempt}
+}
+
+func (o *runOptions) readSpec() (*step.Spec, error) {
+	var (
+		data []byte
+		err  error
+	)
+	if o.file == "-" {
+		data, err = io.ReadAll(o.stdin)
+	} else {
+		data, err = os.ReadFile(o.file)
+	}
+	if err != nil {
+		return nil, step.Invalid(field.ErrorList{field.Invalid(field.NewPath("--file"), o.file, fmt.Sprintf("cannot be read: %v", err))})
+	}
+	return step.Parse(data)
+}
+
+func (o *runOptions) warn(plan *trainjob.Plan) {
+	for _, w := range plan.Warnings {
+		o.say("warning: %s", w)
+	}
+}
+
+func (o *runOptions) printYAML(v any) int {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return o.fail(err)
+	}
+	_, _ = o.stdout.Write(b)
+	return ExitSucceeded
+}
+
+// finish writes the outputs and maps the phase to the exit code.
+func (o *runOptions) finish(obs trainjob.Observation) int {
+	outs := obs.Outputs()
+	if o.outputDir != "" {
+		if err := writeOutputs(o.outputDir, outs); err != nil {
+			return o.fail(err)
+		}
+	}
+	o.say("%s: %s", obs.Phase, obs.Message)
+	b, _ := yaml.Marshal(map[string]any{"outputs": outs})
+	_, _ = o.stdout.Write(b)
+	switch obs.Phase {
+	case trainjob.PhaseSucceeded:
+		return ExitSucceeded
+	case trainjob.PhaseTimedOut:
+		return ExitTimedOut
+	default:
+		return ExitFailed
+	}
+}
+
+func writeOutputs(dir string, outs map[string]string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("making the output directory: %w", err)
+	}
+	names := make([]string, 0, len(outs))
+	for n := range outs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(outs[n]), 0o644); err != nil {
+			return fmt.Errorf("writing output %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func (o *runOptions) fail(err error) int {
+	switch {
+	case step.IsInvalid(err):
+		fmt.Fprintln(o.stderr, err.Error())
+		fmt.Fprintln(o.stderr, "nothing was created")
+		return ExitInvalid
+	case errors.Is(err, local.ErrEntrypointMissing):
+		o.say("%v", err)
+		return ExitNoEntry
+	}
+	o.say("error: %v", err)
+	return ExitError
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}

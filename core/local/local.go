@@ -1,0 +1,381 @@
+// Package local runs a TrainJob's trainer command as local processes, one per node, with the env
+// the Trainer controller would inject: a training step with no cluster at all. The Trainer
+// simulator of the test bed runs trainer commands through it too.
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/trainers"
+	"github.com/trainstep/trainstep/core/trainjob"
+)
+
+// ErrEntrypointMissing means a program the runtime starts (torchrun, mpirun, python) is not
+// installed on this machine.
+var ErrEntrypointMissing = errors.New("entry point not installed")
+
+// Runner runs trainer commands locally.
+type Runner struct {
+	// Out receives every node's output, each line prefixed with its rank ("[node-1] …"). May be nil.
+	Out io.Writer
+	// Dir is where each node gets a working directory; a temporary one if empty.
+	Dir string
+	// KeepLines is how many lines of each node's log are kept (default 1000).
+	KeepLines int
+}
+
+// Result is how a local run ended.
+type Result struct {
+	// TrainJob is the input with the status conditions the Trainer would have set.
+	TrainJob *trainer.TrainJob
+	Nodes    []NodeResult
+}
+
+// NodeResult is one node's exit and its log.
+type NodeResult struct {
+	Index    int
+	ExitCode int
+	Log      []string
+}
+
+// Run runs the TrainJob's trainer on this machine and returns when every node has exited (or one
+// failed, which stops the others, as a JobSet failure policy would). Cancelling ctx stops them.
+func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Runtime) (*Result, error) {
+	spec := tj.Spec.Trainer
+	if spec == nil {
+		spec = &trainer.Trainer{}
+	}
+	command := append(append([]string{}, orRuntime(spec.Command, rt.Command)...), orRuntime(spec.Args, rt.Args)...)
+	if len(command) == 0 {
+		return nil, fmt.Errorf("the local backend runs commands, not images: %s has no command; set trainer.command", tj.Name)
+	}
+	nodes := int(ptrOr(spec.NumNodes, rt.NumNodes))
+	procs := int(ptrOr(spec.NumProcPerNode, ptrOr(rt.MPINumProcPerNode, 1)))
+	root, cleanup, err := r.workdir(tj.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	shims, err := pythonShim(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEntrypoints(rt, command, shims); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+
+	started := metav1.NewTime(time.Now())
+	out := tj.DeepCopy()
+	out.CreationTimestamp = started
+	launches := nodes
+	if rt.Policy == runtimes.PolicyMPI {
+		// One mpirun on the launcher starts every rank, as on a cluster.
+		launches = 1
+		command, err = localMPI(command, root, nodes*procs)
+		if err != nil {
+			return nil, err
+		}
+	}
+	ctx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	results := make([]NodeResult, launches)
+	var wg sync.WaitGroup
+	var outMu sync.Mutex
+	for i := range launches {
+		dir := filepath.Join(root, fmt.Sprintf("node-%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("making the working directory of node %d: %w", i, err)
+		}
+		env := nodeEnv(rt, spec.Env, i, nodes, procs, port, dir, shims)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = r.runNode(ctx, i, command, dir, env, &outMu)
+			if results[i].ExitCode != 0 {
+				stopAll()
+			}
+		}()
+	}
+	wg.Wait()
+	res := &Result{TrainJob: out, Nodes: results}
+	finish(out, results)
+	return res, nil
+}
+
+func orRuntime(own, rt []string) []string {
+	if len(own) > 0 {
+		return own
+	}
+	return rt
+}
+
+func ptrOr(p *int32, def int32) int32 {
+	if p != nil {
+		return *p
+	}
+	return def
+}
+
+func (r *Runner) workdir(name string) (string, func(), error) {
+	if r.Dir != "" {
+		d := filepath.Join(r.Dir, name)
+		return d, func() {}, os.MkdirAll(d, 0o755)
+	}
+	d, err := os.MkdirTemp("", "trainstep-"+name+"-")
+	if err != nil {
+		return "", nil, fmt.Errorf("making a working directory: %w", err)
+	}
+	return d, func() { _ = os.RemoveAll(d) }, nil
+}
+
+// finish sets the conditions the Trainer copies from its JobSet.
+func finish(tj *trainer.TrainJob, results []NodeResult) {
+	now := metav1.NewTime(time.Now())
+	for _, n := range results {
+		if n.ExitCode != 0 {
+			apimeta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
+				Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: "FailedJobs",
+				Message: fmt.Sprintf("jobset failed due to one or more job failures: node-%d exited with code %d", n.Index, n.ExitCode), LastTransitionTime: now,
+			})
+			return
+		}
+	}
+	apimeta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
+		Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "AllJobsCompleted",
+		Message: "jobset completed successfully", LastTransitionTime: now,
+	})
+}
+
+// Observe renders a local result the way every face renders a cluster one, log tail included.
+func (res *Result) Observe() trainjob.Observation {
+	obs := trainjob.Observe(res.TrainJob, nil)
+	if obs.Phase != trainjob.PhaseFailed {
+		return obs
+	}
+	for _, n := range res.Nodes {
+		if n.ExitCode != 0 {
+			lines := n.Log
+			if len(lines) > trainjob.TailLines {
+				lines = lines[len(lines)-trainjob.TailLines:]
+			}
+			return obs.WithLogTail(fmt.Sprintf("node-%d", n.Index), strings.Join(lines, "\n"))
+		}
+	}
+	return obs
+}
+
+func (r *Runner) runNode(ctx context.Context, i int, command []string, dir string, env []string, outMu *sync.Mutex) NodeResult {
+	res := NodeResult{Index: i}
+	cmd := exec.CommandContext(ctx, command[0], command[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	// A process group, so torchrun's and mpirun's children stop with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	keep := r.KeepLines
+	if keep <= 0 {
+		keep = 1000
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			line := sc.Text()
+			res.Log = append(res.Log, line)
+			if len(res.Log) > keep {
+				res.Log = res.Log[len(res.Log)-keep:]
+			}
+			if r.Out != nil {
+				outMu.Lock()
+				fmt.Fprintf(r.Out, "[node-%d] %s\n", i, line)
+				outMu.Unlock()
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	err := cmd.Start()
+	if err == nil {
+		err = cmd.Wait()
+	}
+	_ = pw.Close()
+	<-done
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		res.ExitCode = exit.ExitCode()
+		if res.ExitCode < 0 {
+			res.ExitCode = 128 + int(syscall.SIGTERM)
+		}
+	default:
+		res.ExitCode = 127
+		res.Log = append(res.Log, fmt.Sprintf("trainstep: starting %s: %v", command[0], err))
+	}
+	return res
+}
+
+// nodeEnv is the process env of one node: this machine's env, the runtime's container env, the
+// TrainJob's env, and what the Trainer's policy plugin injects, pointed at this machine.
+func nodeEnv(rt *runtimes.Runtime, own []corev1.EnvVar, rank, nodes, procs, port int, dir, shims string) []string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	for _, e := range rt.Env {
+		env[e.Name] = e.Value
+	}
+	for _, e := range own {
+		env[e.Name] = e.Value
+	}
+	if shims != "" {
+		env["PATH"] = shims + string(os.PathListSeparator) + env["PATH"]
+	}
+	env["PYTHONUNBUFFERED"] = "1"
+	env[trainers.ScriptDirEnv] = dir
+	for k, v := range InjectedEnv(rt.Policy, rank, nodes, procs, "127.0.0.1", port) {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// InjectedEnv is what the Trainer controller's policy plugins set on node `rank`, with the
+// coordinator at host:port.
+func InjectedEnv(p runtimes.Policy, rank, nodes, procs int, host string, port int) map[string]string {
+	switch p {
+	case runtimes.PolicyTorch:
+		return map[string]string{
+			"PET_NNODES": strconv.Itoa(nodes), "PET_NPROC_PER_NODE": strconv.Itoa(procs), "PET_NODE_RANK": strconv.Itoa(rank),
+			"PET_MASTER_ADDR": host, "PET_MASTER_PORT": strconv.Itoa(port),
+		}
+	case runtimes.PolicyJAX:
+		return map[string]string{
+			"JAX_NUM_PROCESSES": strconv.Itoa(nodes), "JAX_PROCESS_ID": strconv.Itoa(rank),
+			"JAX_COORDINATOR_ADDRESS": fmt.Sprintf("%s:%d", host, port),
+		}
+	case runtimes.PolicyXGBoost:
+		return map[string]string{
+			"DMLC_TRACKER_URI": host, "DMLC_TRACKER_PORT": strconv.Itoa(port), "DMLC_TASK_ID": strconv.Itoa(rank),
+			"DMLC_NUM_WORKER": strconv.Itoa(nodes),
+		}
+	case runtimes.PolicyMPI:
+		return map[string]string{"OMPI_MCA_orte_set_default_slots": strconv.Itoa(procs)}
+	}
+	return nil
+}
+
+// localMPI points mpirun at a hostfile of this machine instead of the Trainer's /etc/mpi/hostfile.
+func localMPI(command []string, root string, slots int) ([]string, error) {
+	hostfile := filepath.Join(root, "hostfile")
+	if err := os.WriteFile(hostfile, []byte(fmt.Sprintf("localhost slots=%d\n", slots)), 0o644); err != nil {
+		return nil, fmt.Errorf("writing the local MPI hostfile: %w", err)
+	}
+	out := []string{command[0], "-np", strconv.Itoa(slots)}
+	if os.Geteuid() == 0 {
+		out = append(out, "--allow-run-as-root")
+	}
+	for i := 1; i < len(command); i++ {
+		if command[i] == "--hostfile" && i+1 < len(command) {
+			out = append(out, "--hostfile", hostfile)
+			i++
+			continue
+		}
+		out = append(out, command[i])
+	}
+	return out, nil
+}
+
+// pythonShim makes `python` mean python3 where only python3 is installed (Debian, macOS).
+func pythonShim(root string) (string, error) {
+	if _, err := exec.LookPath("python"); err == nil {
+		return "", nil
+	}
+	py3, err := exec.LookPath("python3")
+	if err != nil {
+		return "", nil // checkEntrypoints says what is missing
+	}
+	dir := filepath.Join(root, "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("making the python shim: %w", err)
+	}
+	if err := os.Symlink(py3, filepath.Join(dir, "python")); err != nil {
+		return "", fmt.Errorf("making the python shim: %w", err)
+	}
+	return dir, nil
+}
+
+// checkEntrypoints says clearly which program is missing, before anything starts.
+func checkEntrypoints(rt *runtimes.Runtime, command []string, shims string) error {
+	need := []string{command[0]}
+	script := strings.Join(command, " ")
+	if strings.Contains(script, "exec torchrun ") {
+		need = append(need, "torchrun")
+	}
+	if strings.Contains(script, "exec python ") || strings.Contains(script, "python -c") {
+		need = append(need, "python")
+	}
+	for _, prog := range need {
+		if _, err := exec.LookPath(prog); err == nil {
+			continue
+		}
+		if prog == "python" && shims != "" {
+			continue
+		}
+		return fmt.Errorf("%w: %s is not installed on this machine, and runtime %s (mlPolicy.%s) starts the trainer with it; %s",
+			ErrEntrypointMissing, prog, rt.Name, rt.Policy, installHint(prog))
+	}
+	return nil
+}
+
+func installHint(prog string) string {
+	switch prog {
+	case "torchrun":
+		return "install PyTorch (pip install torch), or run the step on the cluster"
+	case "mpirun":
+		return "install Open MPI (apt-get install openmpi-bin), or run the step on the cluster"
+	case "python":
+		return "install Python 3"
+	}
+	return "install it, or run the step on the cluster"
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port for the coordinator: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

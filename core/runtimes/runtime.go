@@ -1,0 +1,200 @@
+// Package runtimes finds the (Cluster)TrainingRuntimes a step can run on, keyed by the
+// trainer.kubeflow.org/framework label, and picks one the way KEP-285 says: an explicit runtime is
+// validated, otherwise the trainer's frameworks are walked in preference order.
+package runtimes
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Labels and values the Trainer and its SDK define.
+const (
+	FrameworkLabel     = "trainer.kubeflow.org/framework"
+	SupportLabel       = "trainer.kubeflow.org/support"
+	Deprecated         = "deprecated"
+	AncestorLabel      = "trainer.kubeflow.org/trainjob-ancestor-step"
+	AncestorTrainer    = "trainer"
+	AncestorDataset    = "dataset-initializer"
+	AncestorModel      = "model-initializer"
+	NodeContainer      = "node"
+	TorchTune          = "torchtune"
+	ClusterKind        = "ClusterTrainingRuntime"
+	NamespacedKind     = "TrainingRuntime"
+	Group              = "trainer.kubeflow.org"
+	Version            = "v1alpha1"
+	DefaultMPIHome     = "/home/mpiuser"
+	DefaultMPIHostfile = "/etc/mpi/hostfile"
+)
+
+// Policy is the runtime's mlPolicy source; it decides the entry point and the env the Trainer injects.
+type Policy string
+
+// Policies known up to Trainer v2.3. A runtime with none of them is Plain.
+const (
+	PolicyTorch   Policy = "torch"
+	PolicyMPI     Policy = "mpi"
+	PolicyJAX     Policy = "jax"
+	PolicyXGBoost Policy = "xgboost"
+	PolicyFlux    Policy = "flux"
+	PolicyPlain   Policy = "plain"
+)
+
+// TrainerType is the SDK's trainer_type. It is not on the CR: like the SDK, trainstep derives it
+// from the framework label (torchtune runtimes are built-in, everything else takes custom code).
+type TrainerType string
+
+// Trainer types, spelled as the SDK spells them.
+const (
+	CustomTrainer  TrainerType = "CustomTrainer"
+	BuiltinTrainer TrainerType = "BuiltinTrainer"
+)
+
+// Runtime is what trainstep needs to know of a (Cluster)TrainingRuntime.
+type Runtime struct {
+	Name      string
+	Namespace string // empty for a ClusterTrainingRuntime
+	Kind      string
+	Framework string
+	Policy    Policy
+	Type      TrainerType
+	// NumNodes is mlPolicy.numNodes (default 1).
+	NumNodes int32
+	// MPINumProcPerNode is mlPolicy.mpi.numProcPerNode, when set.
+	MPINumProcPerNode *int32
+	// RunLauncherAsNode is mlPolicy.mpi.runLauncherAsNode.
+	RunLauncherAsNode bool
+	Deprecated        bool
+	// The container named "node" of the replicated job labelled ancestor=trainer: what
+	// spec.trainer overrides.
+	Image   string
+	Command []string
+	Args    []string
+	Env     []corev1.EnvVar
+	// Device and DeviceCount describe the trainer container's accelerator, as the SDK lists them.
+	Device      string
+	DeviceCount string
+	// HasDatasetInitializer / HasModelInitializer: the runtime has those replicated jobs.
+	HasDatasetInitializer bool
+	HasModelInitializer   bool
+}
+
+// Ref is "ClusterTrainingRuntime/torch-distributed" or "TrainingRuntime/team-a/custom".
+func (r *Runtime) Ref() string {
+	if r.Namespace != "" {
+		return r.Kind + "/" + r.Namespace + "/" + r.Name
+	}
+	return r.Kind + "/" + r.Name
+}
+
+// Skipped is a runtime discovery cannot use, and why.
+type Skipped struct {
+	Name   string
+	Kind   string
+	Reason string
+}
+
+// FromUnstructured reads a runtime without a typed client, so fields newer than the pinned Trainer
+// API (mlPolicy.jax on a v2.0 client, say) are seen rather than silently dropped.
+func FromUnstructured(u *unstructured.Unstructured) (*Runtime, error) {
+	r := &Runtime{
+		Name:        u.GetName(),
+		Namespace:   u.GetNamespace(),
+		Kind:        u.GetKind(),
+		Framework:   u.GetLabels()[FrameworkLabel],
+		Deprecated:  u.GetLabels()[SupportLabel] == Deprecated,
+		NumNodes:    1,
+		Device:      "Unknown",
+		DeviceCount: "Unknown",
+	}
+	if r.Framework == "" {
+		return r, fmt.Errorf("no %s label", FrameworkLabel)
+	}
+	r.Type = CustomTrainer
+	if r.Framework == TorchTune {
+		r.Type = BuiltinTrainer
+	}
+	policy, found, _ := unstructured.NestedMap(u.Object, "spec", "mlPolicy")
+	if !found {
+		return r, fmt.Errorf("no spec.mlPolicy")
+	}
+	if n, ok, _ := unstructured.NestedInt64(policy, "numNodes"); ok && n > 0 {
+		r.NumNodes = int32(n)
+	}
+	r.Policy = PolicyPlain
+	for _, p := range []Policy{PolicyTorch, PolicyMPI, PolicyJAX, PolicyXGBoost, PolicyFlux} {
+		if _, ok := policy[string(p)]; ok {
+			r.Policy = p
+			break
+		}
+	}
+	if r.Policy == PolicyMPI {
+		if n, ok, _ := unstructured.NestedInt64(policy, "mpi", "numProcPerNode"); ok {
+			v := int32(n)
+			r.MPINumProcPerNode = &v
+		}
+		r.RunLauncherAsNode, _, _ = unstructured.NestedBool(policy, "mpi", "runLauncherAsNode")
+	}
+	jobs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "replicatedJobs")
+	for _, j := range jobs {
+		job, ok := j.(map[string]any)
+		if !ok {
+			continue
+		}
+		ancestor, _, _ := unstructured.NestedString(job, "template", "metadata", "labels", AncestorLabel)
+		switch ancestor {
+		case AncestorDataset:
+			r.HasDatasetInitializer = true
+		case AncestorModel:
+			r.HasModelInitializer = true
+		case AncestorTrainer:
+			containers, _, _ := unstructured.NestedSlice(job, "template", "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				cm, ok := c.(map[string]any)
+				if !ok || cm["name"] != NodeContainer {
+					continue
+				}
+				var ctr corev1.Container
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cm, &ctr); err != nil {
+					return r, fmt.Errorf("reading its %q container: %w", NodeContainer, err)
+				}
+				r.Image, r.Command, r.Args, r.Env = ctr.Image, ctr.Command, ctr.Args, ctr.Env
+				r.Device, r.DeviceCount = device(ctr.Resources.Limits)
+			}
+		}
+	}
+	if r.Image == "" {
+		return r, fmt.Errorf("no replicated job labelled %s=%s with a %q container that has an image", AncestorLabel, AncestorTrainer, NodeContainer)
+	}
+	return r, nil
+}
+
+func device(limits corev1.ResourceList) (string, string) {
+	keys := make([]string, 0, len(limits))
+	for k := range limits {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		q := limits[corev1.ResourceName(k)]
+		switch {
+		case k == "nvidia.com/gpu":
+			return "gpu", q.String()
+		case k == "google.com/tpu":
+			return "tpu", q.String()
+		case strings.HasPrefix(k, "nvidia.com/mig-"):
+			return strings.TrimPrefix(k, "nvidia.com/"), q.String()
+		case k == "huawei.com/Ascend910":
+			return "npu", q.String()
+		}
+	}
+	if q, ok := limits[corev1.ResourceCPU]; ok {
+		return "cpu", q.String()
+	}
+	return "Unknown", "Unknown"
+}

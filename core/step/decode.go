@@ -1,0 +1,217 @@
+package step
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+var (
+	stringType     = reflect.TypeOf("")
+	errBadDuration = errors.New(`must be a duration such as "90m" or "2h", or a number of seconds`)
+	unmarshalerT   = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+)
+
+// DecodeStrict decodes JSON into out and reports, against path, every key that out does not
+// declare (with the closest known key as a hint) and every value of the wrong type. Numbers held in
+// interface values stay json.Number, so 1 and 1.0 remain distinguishable (Python cares).
+// Trainers use it for their own fields so a typo anywhere in a step is refused by name.
+func DecodeStrict(raw []byte, out any, path *field.Path) field.ErrorList {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = []byte("{}")
+	}
+	var generic any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&generic); err != nil {
+		return field.ErrorList{field.Invalid(path, "", fmt.Sprintf("is not valid JSON or YAML: %v", err))}
+	}
+	errs := unknownKeys(generic, reflect.TypeOf(out), path)
+	if len(errs) > 0 {
+		return errs
+	}
+	dec = json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(out); err != nil {
+		return field.ErrorList{typeError(err, generic, path)}
+	}
+	return nil
+}
+
+// unknownKeys walks the decoded value beside the Go type it will land in.
+func unknownKeys(v any, t reflect.Type, path *field.Path) field.ErrorList {
+	for t.Kind() == reflect.Pointer {
+		if t.Implements(unmarshalerT) {
+			return nil // custom decoding owns its keys (TrainerSpec, Duration)
+		}
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerT) {
+		return nil
+	}
+	var errs field.ErrorList
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil // a type error; reported by the second pass
+		}
+		fields := jsonFields(t)
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ft, known := fields[k]
+			if !known {
+				errs = append(errs, field.Invalid(path.Child(k), k, unknownMessage(k, fields)))
+				continue
+			}
+			errs = append(errs, unknownKeys(obj[k], ft, path.Child(k))...)
+		}
+	case reflect.Map:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		for k, e := range obj {
+			errs = append(errs, unknownKeys(e, t.Elem(), path.Key(k))...)
+		}
+	case reflect.Slice:
+		arr, ok := v.([]any)
+		if !ok {
+			return nil
+		}
+		for i, e := range arr {
+			errs = append(errs, unknownKeys(e, t.Elem(), path.Index(i))...)
+		}
+	}
+	return errs
+}
+
+// jsonFields maps the JSON keys of a struct (embedded structs flattened) to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			for k, v := range jsonFields(ft) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func unknownMessage(key string, fields map[string]reflect.Type) string {
+	known := make([]string, 0, len(fields))
+	for k := range fields {
+		known = append(known, k)
+	}
+	sort.Strings(known)
+	best, bestDist := "", 1<<30
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(key), strings.ToLower(k)); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	msg := "unknown field"
+	if best != "" && bestDist <= max(2, len(key)/3) {
+		msg += fmt.Sprintf("; did you mean %q?", best)
+	}
+	return msg + " (known fields here: " + strings.Join(known, ", ") + ")"
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// typeError turns a decoding error into a field error on the user's own path.
+func typeError(err error, generic any, path *field.Path) *field.Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		p := path
+		if te.Field != "" {
+			for _, part := range strings.Split(te.Field, ".") {
+				p = p.Child(part)
+			}
+		}
+		return field.Invalid(p, lookup(generic, te.Field), "must be "+describe(te.Type))
+	}
+	if errors.Is(err, errBadDuration) {
+		// Duration only decodes at the top level of a Spec ("timeout").
+		return field.Invalid(path.Child("timeout"), lookup(generic, "timeout"), errBadDuration.Error())
+	}
+	return field.Invalid(path, "", err.Error())
+}
+
+func lookup(v any, dotted string) any {
+	if dotted == "" {
+		return v
+	}
+	for _, part := range strings.Split(dotted, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[part]
+	}
+	return v
+}
+
+func describe(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Map, reflect.Struct:
+		return "an object (key: value)"
+	case reflect.Slice:
+		return "a list"
+	}
+	return "a " + t.String()
+}

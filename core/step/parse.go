@@ -1,0 +1,61 @@
+package step
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
+
+// Parse reads a step from YAML or JSON. Unknown keys, duplicate keys and values of the wrong type
+// are refused by name; nothing about the trainer's own fields is checked here (the registered
+// trainer does that).
+func Parse(data []byte) (*Spec, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, Invalid(field.ErrorList{field.Invalid(nil, "", fmt.Sprintf("the step is not valid YAML or JSON: %v", err))})
+	}
+	if strings.TrimSpace(string(js)) == "null" {
+		return nil, Invalid(field.ErrorList{field.Required(field.NewPath("trainer"), "the step is empty; see examples/steps for a complete one")})
+	}
+	var s Spec
+	if errs := DecodeStrict(js, &s, nil); len(errs) > 0 {
+		return nil, Invalid(errs)
+	}
+	return &s, nil
+}
+
+// InvalidError is bad input: every problem, each on the user's own field path. Retrying cannot fix
+// it, so faces fail the step at once and create nothing.
+type InvalidError struct {
+	Errs field.ErrorList
+}
+
+func (e *InvalidError) Error() string {
+	if len(e.Errs) == 1 {
+		return "invalid training step: " + e.Errs[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid training step (%d problems):", len(e.Errs))
+	for _, fe := range e.Errs {
+		b.WriteString("\n  - ")
+		b.WriteString(fe.Error())
+	}
+	return b.String()
+}
+
+// Invalid wraps a non-empty error list; it returns nil for an empty one.
+func Invalid(errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return &InvalidError{Errs: errs}
+}
+
+// IsInvalid tells bad input from every other failure.
+func IsInvalid(err error) bool {
+	var ie *InvalidError
+	return errors.As(err, &ie)
+}

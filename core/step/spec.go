@@ -1,0 +1,128 @@
+// Package step holds the one input schema every face of trainstep shares: a training step as a
+// user writes it in YAML or JSON, parsed strictly and validated before anything touches a cluster.
+package step
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Spec is one training step. Names follow the Kubeflow SDK (numNodes, resourcesPerNode,
+// packagesToInstall, pipIndexUrls, env) in Kubernetes camelCase.
+type Spec struct {
+	// Framework picks the trainer (torch → TorchTrainer, …) and the runtimes discovery looks at.
+	Framework string `json:"framework,omitempty"`
+	// Runtime names a (Cluster)TrainingRuntime explicitly and skips discovery.
+	Runtime *RuntimeRef `json:"runtime,omitempty"`
+	// Trainer carries the trainer kind and its own fields; the registered trainer decodes them.
+	Trainer TrainerSpec `json:"trainer"`
+	// RuntimeConfig is kept apart from training logic (KEP-285): a set field replaces the
+	// trainer's field of the same name.
+	RuntimeConfig *RuntimeConfig `json:"runtimeConfig,omitempty"`
+	Initializer   *Initializer   `json:"initializer,omitempty"`
+	// Labels and Annotations go on the TrainJob's metadata (spec.labels was removed in Trainer v2.2).
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// QueueName submits the TrainJob to a Kueue LocalQueue (label kueue.x-k8s.io/queue-name).
+	QueueName string `json:"queueName,omitempty"`
+	// Timeout bounds the whole step; when it passes the TrainJob is deleted unless KeepOnTimeout.
+	Timeout       *Duration `json:"timeout,omitempty"`
+	KeepOnTimeout bool      `json:"keepOnTimeout,omitempty"`
+}
+
+// RuntimeRef names a runtime. Kind is ClusterTrainingRuntime or TrainingRuntime; empty means
+// "a TrainingRuntime in the step's namespace if there is one, else the ClusterTrainingRuntime".
+type RuntimeRef struct {
+	Name string `json:"name"`
+	Kind string `json:"kind,omitempty"`
+}
+
+// RuntimeConfig is KEP-285's RuntimeConfig: how the training environment is prepared, not what
+// is trained. Nil fields leave the trainer's own values alone.
+type RuntimeConfig struct {
+	PackagesToInstall []string          `json:"packagesToInstall,omitempty"`
+	PipIndexUrls      []string          `json:"pipIndexUrls,omitempty"`
+	Env               map[string]string `json:"env,omitempty"`
+}
+
+// Initializer describes the dataset and model initializers of the runtime.
+type Initializer struct {
+	Dataset *StorageInitializer `json:"dataset,omitempty"`
+	Model   *StorageInitializer `json:"model,omitempty"`
+}
+
+// StorageInitializer downloads a dataset or model before training starts.
+type StorageInitializer struct {
+	StorageURI string            `json:"storageUri,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	// SecretRef names a Secret in the step's namespace whose keys become the initializer's env.
+	SecretRef string `json:"secretRef,omitempty"`
+}
+
+// TrainerSpec is the trainer block: its kind, and the raw fields that the registered trainer of
+// that kind decodes strictly. Keeping them raw is what lets a new trainer bring its own fields
+// without a change to this package.
+type TrainerSpec struct {
+	Kind   string
+	Fields json.RawMessage
+}
+
+// UnmarshalJSON splits "kind" from the trainer's own fields.
+func (t *TrainerSpec) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	if k, ok := m["kind"]; ok {
+		if err := json.Unmarshal(k, &t.Kind); err != nil {
+			return &json.UnmarshalTypeError{Value: "non-string", Type: stringType, Field: "trainer.kind"}
+		}
+		delete(m, "kind")
+	}
+	rest, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	t.Fields = rest
+	return nil
+}
+
+// MarshalJSON writes the block back as one object.
+func (t TrainerSpec) MarshalJSON() ([]byte, error) {
+	m := map[string]json.RawMessage{}
+	if len(t.Fields) > 0 {
+		if err := json.Unmarshal(t.Fields, &m); err != nil {
+			return nil, err
+		}
+	}
+	if t.Kind != "" {
+		k, _ := json.Marshal(t.Kind)
+		m["kind"] = k
+	}
+	return json.Marshal(m)
+}
+
+// Duration is a time.Duration written as "90m" or "2h30m" (or a number of seconds).
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON accepts a Go duration string or a plain number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return errBadDuration
+		}
+		d.Duration = v
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return errBadDuration
+	}
+	d.Duration = time.Duration(secs * float64(time.Second))
+	return nil
+}
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Duration.String()) }

@@ -1,0 +1,151 @@
+package step
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Label and annotation keys under this prefix are trainstep's own bookkeeping.
+const ReservedPrefix = "trainstep.dev/"
+
+// Runtime kinds a step may name.
+const (
+	ClusterTrainingRuntime = "ClusterTrainingRuntime"
+	TrainingRuntime        = "TrainingRuntime"
+)
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate checks what can be checked without a trainer or a cluster.
+func (s *Spec) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if s.Framework == "" && s.Trainer.Kind == "" {
+		errs = append(errs, field.Required(field.NewPath("framework"),
+			"set framework (torch, mpi, jax, xgboost, deepspeed, torchtune, …) or trainer.kind"))
+	}
+	if s.Framework != "" {
+		for _, msg := range validation.IsDNS1123Label(s.Framework) {
+			errs = append(errs, field.Invalid(field.NewPath("framework"), s.Framework, msg))
+		}
+	}
+	if r := s.Runtime; r != nil {
+		p := field.NewPath("runtime")
+		if r.Name == "" {
+			errs = append(errs, field.Required(p.Child("name"), "name the runtime, or remove runtime to let trainstep discover one"))
+		} else {
+			for _, msg := range validation.IsDNS1123Subdomain(r.Name) {
+				errs = append(errs, field.Invalid(p.Child("name"), r.Name, msg))
+			}
+		}
+		if r.Kind != "" && r.Kind != ClusterTrainingRuntime && r.Kind != TrainingRuntime {
+			errs = append(errs, field.NotSupported(p.Child("kind"), r.Kind, []string{ClusterTrainingRuntime, TrainingRuntime}))
+		}
+	}
+	if rc := s.RuntimeConfig; rc != nil {
+		p := field.NewPath("runtimeConfig")
+		errs = append(errs, ValidatePackages(rc.PackagesToInstall, p.Child("packagesToInstall"))...)
+		errs = append(errs, ValidateIndexURLs(rc.PipIndexUrls, p.Child("pipIndexUrls"))...)
+		errs = append(errs, ValidateEnv(rc.Env, p.Child("env"))...)
+	}
+	if in := s.Initializer; in != nil {
+		p := field.NewPath("initializer")
+		errs = append(errs, validateStorage(in.Dataset, p.Child("dataset"))...)
+		errs = append(errs, validateStorage(in.Model, p.Child("model"))...)
+	}
+	errs = append(errs, validateMeta(s.Labels, field.NewPath("labels"), true)...)
+	errs = append(errs, validateMeta(s.Annotations, field.NewPath("annotations"), false)...)
+	if s.QueueName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(s.QueueName) {
+			errs = append(errs, field.Invalid(field.NewPath("queueName"), s.QueueName, msg))
+		}
+	}
+	if s.Timeout != nil && s.Timeout.Duration <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("timeout"), s.Timeout.String(), "must be positive, such as 2h"))
+	}
+	if s.KeepOnTimeout && s.Timeout == nil {
+		errs = append(errs, field.Required(field.NewPath("timeout"), "keepOnTimeout needs a timeout"))
+	}
+	return errs
+}
+
+// ValidateEnv checks environment variable names.
+func ValidateEnv(env map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for k := range env {
+		if !envName.MatchString(k) {
+			errs = append(errs, field.Invalid(p.Key(k), k, "must be a valid environment variable name (letters, digits, _; not starting with a digit)"))
+		}
+	}
+	return errs
+}
+
+// ValidatePackages checks pip requirement strings.
+func ValidatePackages(pkgs []string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, pkg := range pkgs {
+		switch {
+		case strings.TrimSpace(pkg) == "":
+			errs = append(errs, field.Required(p.Index(i), "a package such as torch==2.3 or 'transformers[torch]'"))
+		case strings.ContainsAny(pkg, "\n\r\x00"):
+			errs = append(errs, field.Invalid(p.Index(i), pkg, "must be one line"))
+		case strings.HasPrefix(pkg, "-"):
+			errs = append(errs, field.Invalid(p.Index(i), pkg, "pip options are not packages; use pipIndexUrls for indexes"))
+		}
+	}
+	return errs
+}
+
+// ValidateIndexURLs checks pip index URLs.
+func ValidateIndexURLs(urls []string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, u := range urls {
+		parsed, err := url.Parse(u)
+		if err != nil || parsed.Host == "" || (parsed.Scheme != "http" && parsed.Scheme != "https") {
+			errs = append(errs, field.Invalid(p.Index(i), u, "must be an http(s) URL such as https://pypi.org/simple"))
+		}
+	}
+	return errs
+}
+
+func validateStorage(s *StorageInitializer, p *field.Path) field.ErrorList {
+	if s == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if s.StorageURI == "" {
+		errs = append(errs, field.Required(p.Child("storageUri"), "such as hf://tatsu-lab/alpaca or s3://bucket/path"))
+	} else if u, err := url.Parse(s.StorageURI); err != nil || u.Scheme == "" || !strings.Contains(s.StorageURI, "://") {
+		errs = append(errs, field.Invalid(p.Child("storageUri"), s.StorageURI, "must look like scheme://path, such as hf://tatsu-lab/alpaca"))
+	}
+	errs = append(errs, ValidateEnv(s.Env, p.Child("env"))...)
+	if s.SecretRef != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(s.SecretRef) {
+			errs = append(errs, field.Invalid(p.Child("secretRef"), s.SecretRef, msg))
+		}
+	}
+	return errs
+}
+
+func validateMeta(m map[string]string, p *field.Path, isLabel bool) field.ErrorList {
+	var errs field.ErrorList
+	for k, v := range m {
+		if strings.HasPrefix(k, ReservedPrefix) {
+			errs = append(errs, field.Forbidden(p.Key(k), fmt.Sprintf("keys under %s are set by trainstep", ReservedPrefix)))
+			continue
+		}
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(p.Key(k), k, msg))
+		}
+		if isLabel {
+			for _, msg := range validation.IsValidLabelValue(v) {
+				errs = append(errs, field.Invalid(p.Key(k), v, msg))
+			}
+		}
+	}
+	return errs
+}

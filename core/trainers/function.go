@@ -1,0 +1,93 @@
+package trainers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/step"
+)
+
+// Function holds the fields of every function trainer (KEP-285's FuncTrainer plus the SDK's
+// CustomTrainer runtime fields): Python source, the function to call and its arguments.
+type Function struct {
+	Common
+	// Func is the Python source that defines the training function.
+	Func string `json:"func"`
+	// FuncName is the function to call; optional when Func defines exactly one top-level function.
+	FuncName string `json:"funcName,omitempty"`
+	// FuncArgs are passed as keyword arguments, rendered as Python literals.
+	FuncArgs          map[string]any `json:"funcArgs,omitempty"`
+	PackagesToInstall []string       `json:"packagesToInstall,omitempty"`
+	PipIndexUrls      []string       `json:"pipIndexUrls,omitempty"`
+}
+
+func (f *Function) validate() field.ErrorList {
+	errs := f.Common.validate()
+	p := trainerPath
+	errs = append(errs, step.ValidatePackages(f.PackagesToInstall, p.Child("packagesToInstall"))...)
+	errs = append(errs, step.ValidateIndexURLs(f.PipIndexUrls, p.Child("pipIndexUrls"))...)
+	if strings.TrimSpace(f.Func) == "" {
+		return append(errs, field.Required(p.Child("func"), "the Python source of the training function, e.g. \"def train(lr):\\n    ...\""))
+	}
+	defs := TopLevelFunctions(dedent(f.Func))
+	switch {
+	case f.FuncName != "" && !slices.Contains(defs, f.FuncName):
+		errs = append(errs, field.Invalid(p.Child("funcName"), f.FuncName,
+			fmt.Sprintf("trainer.func defines no top-level function of that name (it defines: %s)", strings.Join(defs, ", "))))
+	case f.FuncName == "" && len(defs) == 0:
+		errs = append(errs, field.Invalid(p.Child("func"), firstLine(f.Func), "defines no top-level function (def name(...):)"))
+	case f.FuncName == "" && len(defs) > 1:
+		errs = append(errs, field.Required(p.Child("funcName"), fmt.Sprintf("trainer.func defines %s; name the one to call", strings.Join(defs, ", "))))
+	case f.FuncName == "":
+		f.FuncName = defs[0]
+	}
+	if _, err := PyLiteral(f.FuncArgs); err != nil {
+		errs = append(errs, field.Invalid(p.Child("funcArgs"), "", err.Error()))
+	}
+	return errs
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return l
+}
+
+// build renders the function for the runtime. env is the merged environment, already holding the
+// trainer's framework env.
+func (f *Function) build(rt *runtimes.Runtime, rc *step.RuntimeConfig, env map[string]string) (Parts, field.ErrorList) {
+	pkgs, urls := f.PackagesToInstall, f.PipIndexUrls
+	if rc != nil && rc.PackagesToInstall != nil {
+		pkgs = rc.PackagesToInstall
+	}
+	if rc != nil && rc.PipIndexUrls != nil {
+		urls = rc.PipIndexUrls
+	}
+	s := Script{Source: f.Func, FuncName: f.FuncName, FuncArgs: f.FuncArgs, Packages: pkgs, IndexURLs: urls, Policy: rt.Policy}
+	cmd, err := s.Command()
+	if err != nil {
+		return Parts{}, field.ErrorList{field.Invalid(trainerPath.Child("func"), firstLine(f.Func), err.Error())}
+	}
+	var p Parts
+	f.Common.apply(&p, env)
+	p.Command = cmd
+	return p, nil
+}
+
+// envWith merges the trainer's env with runtimeConfig and adds framework env the user did not set
+// (a user value for the same name is a conflict, reported on the user's field).
+func envWith(own map[string]string, rc *step.RuntimeConfig, framework map[string]string, from map[string]*field.Path) (map[string]string, *field.Path, field.ErrorList) {
+	env, p := mergeEnv(own, rc)
+	var errs field.ErrorList
+	for k, v := range framework {
+		if _, taken := env[k]; taken {
+			errs = append(errs, field.Invalid(p.Key(k), env[k], fmt.Sprintf("conflicts with %s, which sets it; keep one", from[k])))
+			continue
+		}
+		env[k] = v
+	}
+	return env, p, errs
+}

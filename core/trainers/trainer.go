@@ -1,0 +1,189 @@
+// Package trainers is KEP-285's trainer hierarchy in Go: each trainer declares the frameworks it
+// runs on (in preference order), checks a runtime, and turns its fields into the parts of a
+// TrainJob's spec.trainer. Trainers are registered in a Registry, so a new one needs no change here.
+package trainers
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/step"
+)
+
+// Trainer is KEP-285's BaseTrainer.
+type Trainer interface {
+	runtimes.Trainer
+	// Build renders the trainer for the chosen runtime. rc is the step's RuntimeConfig (may be
+	// nil); its set fields replace the trainer's own.
+	Build(rt *runtimes.Runtime, rc *step.RuntimeConfig) (Parts, field.ErrorList)
+}
+
+// Parts is what a trainer contributes to spec.trainer (the fields stable from Trainer v2.0 to v2.3,
+// plus numProcPerNode whose integer form is accepted by all of them).
+type Parts struct {
+	Image          string
+	Command        []string
+	Args           []string
+	Env            []corev1.EnvVar
+	NumNodes       *int32
+	Resources      *corev1.ResourceRequirements
+	NumProcPerNode *int32
+}
+
+var trainerPath = field.NewPath("trainer")
+
+// Common holds the fields every trainer has (BaseTrainer's num_nodes, resources_per_node, image,
+// and CustomTrainer's env).
+type Common struct {
+	NumNodes         *int32            `json:"numNodes,omitempty"`
+	ResourcesPerNode map[string]any    `json:"resourcesPerNode,omitempty"`
+	Image            string            `json:"image,omitempty"`
+	Env              map[string]string `json:"env,omitempty"`
+}
+
+func (c *Common) validate() field.ErrorList {
+	var errs field.ErrorList
+	if c.NumNodes != nil && *c.NumNodes < 1 {
+		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), *c.NumNodes, "must be 1 or more"))
+	}
+	if _, e := resources(c.ResourcesPerNode); len(e) > 0 {
+		errs = append(errs, e...)
+	}
+	if c.Image != "" && strings.ContainsAny(c.Image, " \t\n") {
+		errs = append(errs, field.Invalid(trainerPath.Child("image"), c.Image, "must be an image reference such as ghcr.io/org/train:1.0"))
+	}
+	errs = append(errs, step.ValidateEnv(c.Env, trainerPath.Child("env"))...)
+	return errs
+}
+
+// apply fills the parts every trainer shares. env is the final environment map.
+func (c *Common) apply(p *Parts, env map[string]string) {
+	p.Image = c.Image
+	p.NumNodes = c.NumNodes
+	p.Resources, _ = resources(c.ResourcesPerNode)
+	p.Env = envList(env)
+}
+
+// resources maps the SDK's resources_per_node to identical requests and limits, with its aliases
+// (gpu → nvidia.com/gpu, storage → ephemeral-storage, mig-<profile> → nvidia.com/mig-<profile>).
+func resources(in map[string]any) (*corev1.ResourceRequirements, field.ErrorList) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	p := trainerPath.Child("resourcesPerNode")
+	var errs field.ErrorList
+	list := corev1.ResourceList{}
+	mig := 0
+	keys := make([]string, 0, len(in))
+	for k := range in {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name := strings.ToLower(k)
+		switch {
+		case name == "gpu":
+			name = "nvidia.com/gpu"
+		case name == "storage":
+			name = "ephemeral-storage"
+		case strings.HasPrefix(name, "mig-"):
+			name = "nvidia.com/" + name
+		}
+		if strings.HasPrefix(name, "nvidia.com/mig-") {
+			mig++
+		}
+		var text string
+		switch v := in[k].(type) {
+		case json.Number:
+			text = v.String()
+		case string:
+			text = v
+		default:
+			errs = append(errs, field.Invalid(p.Key(k), in[k], "must be a quantity such as 2, 500m or 16Gi"))
+			continue
+		}
+		q, err := resource.ParseQuantity(text)
+		if err != nil || q.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Key(k), text, "must be a quantity such as 2, 500m or 16Gi"))
+			continue
+		}
+		list[corev1.ResourceName(name)] = q
+	}
+	if _, gpu := list["nvidia.com/gpu"]; mig > 1 || (mig == 1 && gpu) {
+		errs = append(errs, field.Invalid(p, keys, "ask for one kind of GPU: either gpu or a single mig-<profile>"))
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return &corev1.ResourceRequirements{Requests: list.DeepCopy(), Limits: list}, nil
+}
+
+func envList(env map[string]string) []corev1.EnvVar {
+	if len(env) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]corev1.EnvVar, len(names))
+	for i, k := range names {
+		out[i] = corev1.EnvVar{Name: k, Value: env[k]}
+	}
+	return out
+}
+
+// mergeEnv is KEP-285's field-level merge: a set runtimeConfig.env replaces the trainer's env.
+func mergeEnv(own map[string]string, rc *step.RuntimeConfig) (map[string]string, *field.Path) {
+	if rc != nil && rc.Env != nil {
+		return copyMap(rc.Env), field.NewPath("runtimeConfig", "env")
+	}
+	return copyMap(own), trainerPath.Child("env")
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// validateFramework is BaseTrainer.validate_runtime, with the SDK's message.
+func validateFramework(t runtimes.Trainer, r *runtimes.Runtime) *field.Error {
+	if runtimes.Has(t, r.Framework) {
+		return nil
+	}
+	return field.Invalid(field.NewPath("runtime", "name"), r.Name,
+		fmt.Sprintf("%s supports frameworks %v, but runtime '%s' has framework '%s'", t.Kind(), t.Frameworks(), r.Name, r.Framework))
+}
+
+// validateType is FuncTrainer/ConfigTrainer.validate_runtime, with the KEP's message.
+func validateType(t runtimes.Trainer, r *runtimes.Runtime, want runtimes.TrainerType) *field.Error {
+	if r.Type == want {
+		return nil
+	}
+	return field.Invalid(field.NewPath("runtime", "name"), r.Name,
+		fmt.Sprintf("%s requires a runtime with trainer_type=%s, but runtime '%s' has trainer_type=%s", t.Kind(), want, r.Name, r.Type))
+}
+
+// torchReserved are the env names the Trainer's torch plugin sets; its webhook rejects them.
+var torchReserved = []string{"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
+
+func reservedEnv(env map[string]string, p *field.Path, names []string, fix string) field.ErrorList {
+	var errs field.ErrorList
+	for _, n := range names {
+		if _, ok := env[n]; ok {
+			errs = append(errs, field.Forbidden(p.Key(n), "set by the Trainer controller on this runtime; "+fix))
+		}
+	}
+	return errs
+}

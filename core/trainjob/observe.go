@@ -1,0 +1,249 @@
+package trainjob
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Pod labels JobSet sets; they find a TrainJob's pods.
+const (
+	LabelJobSetName      = "jobset.sigs.k8s.io/jobset-name"
+	LabelReplicatedJob   = "jobset.sigs.k8s.io/replicatedjob-name"
+	LabelCompletionIndex = "batch.kubernetes.io/job-completion-index"
+	NodeJob              = "node"
+	LauncherJob          = "launcher"
+	NodeContainer        = "node"
+)
+
+// Phase is where a step is. Pending, Suspended and Running are not terminal.
+type Phase string
+
+// Phases, as faces report them.
+const (
+	PhasePending   Phase = "Pending"
+	PhaseSuspended Phase = "Suspended"
+	PhaseRunning   Phase = "Running"
+	PhaseSucceeded Phase = "Succeeded"
+	PhaseFailed    Phase = "Failed"
+	PhaseTimedOut  Phase = "TimedOut"
+)
+
+// Terminal reports whether nothing more will happen.
+func (p Phase) Terminal() bool {
+	return p == PhaseSucceeded || p == PhaseFailed || p == PhaseTimedOut
+}
+
+// Observation is a TrainJob as a step sees it: plain values every face renders its own way.
+type Observation struct {
+	Name      string
+	Namespace string
+	Runtime   string
+	Framework string
+	Phase     Phase
+	Reason    string
+	Message   string
+	// LogTail is the end of the failing node's log, when pods exist and a log source answered.
+	LogTail        string
+	StartTime      *time.Time
+	CompletionTime *time.Time
+	NumNodes       int32
+	RunningNodes   int32
+	// Node0Pod is the first trainer pod once it runs (for log streaming).
+	Node0Pod string
+	// FailedPod is the pod whose log explains a failure.
+	FailedPod string
+	// Progress and Metrics come from status.trainerStatus (Trainer v2.2+, when enabled).
+	Progress  *int32
+	Remaining *int32
+	Metrics   map[string]string
+}
+
+// TrainerPods selects the pods that run the trainer: node, and launcher for MPI runtimes.
+func TrainerPods(pods []corev1.Pod, jobName string) []corev1.Pod {
+	var out []corev1.Pod
+	for _, p := range pods {
+		if p.Labels[LabelJobSetName] != jobName {
+			continue
+		}
+		if rj := p.Labels[LabelReplicatedJob]; rj == NodeJob || rj == LauncherJob {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return podOrder(out[i]) < podOrder(out[j]) })
+	return out
+}
+
+// podOrder puts the launcher first (the SDK's node-0 on MPI runtimes), then nodes by index.
+func podOrder(p corev1.Pod) int {
+	idx, _ := strconv.Atoi(p.Labels[LabelCompletionIndex])
+	if p.Labels[LabelReplicatedJob] == LauncherJob {
+		return -1
+	}
+	return idx
+}
+
+// Observe reads a TrainJob and its pods, the one place conditions are interpreted. Terminal is
+// Complete=True or Failed=True, found by type (never by position: Kueue's Suspended comes first).
+// There is no Running condition: Running is all trainer pods running or done, computed whatever
+// a Suspended=False/Resumed condition says (the SDK's bug #803).
+func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
+	o := Observation{
+		Name:      tj.Name,
+		Namespace: tj.Namespace,
+		Runtime:   tj.Spec.RuntimeRef.Name,
+		Framework: tj.Labels[LabelFramework],
+		NumNodes:  numNodes(tj),
+	}
+	if !tj.CreationTimestamp.IsZero() {
+		t := tj.CreationTimestamp.Time
+		o.StartTime = &t
+	}
+	if ts := tj.Status.TrainerStatus; ts != nil {
+		o.Progress, o.Remaining = ts.ProgressPercentage, ts.EstimatedRemainingSeconds
+		if len(ts.Metrics) > 0 {
+			o.Metrics = map[string]string{}
+			for _, m := range ts.Metrics {
+				o.Metrics[m.Name] = m.Value
+			}
+		}
+	}
+	trainerPods := TrainerPods(pods, tj.Name)
+	for _, p := range trainerPods {
+		if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded {
+			o.RunningNodes++
+			if o.Node0Pod == "" && p.Status.Phase == corev1.PodRunning {
+				o.Node0Pod = p.Name
+			}
+		}
+		if p.Status.Phase == corev1.PodFailed && o.FailedPod == "" {
+			o.FailedPod = p.Name
+		}
+	}
+	if o.FailedPod == "" && len(trainerPods) > 0 {
+		o.FailedPod = trainerPods[0].Name
+	}
+	conds := tj.Status.Conditions
+	if c := apimeta.FindStatusCondition(conds, trainer.TrainJobFailed); c != nil && c.Status == metav1.ConditionTrue {
+		return o.terminal(PhaseFailed, c)
+	}
+	if c := apimeta.FindStatusCondition(conds, trainer.TrainJobComplete); c != nil && c.Status == metav1.ConditionTrue {
+		return o.terminal(PhaseSucceeded, c)
+	}
+	if c := apimeta.FindStatusCondition(conds, trainer.TrainJobSuspended); (c != nil && c.Status == metav1.ConditionTrue) || (tj.Spec.Suspend != nil && *tj.Spec.Suspend) {
+		o.Phase, o.Reason = PhaseSuspended, trainer.TrainJobSuspendedReason
+		o.Message = fmt.Sprintf("TrainJob %s is suspended (held by a queue such as Kueue, or spec.suspend)", tj.Name)
+		if c != nil && c.Message != "" {
+			o.Message += ": " + c.Message
+		}
+		return o
+	}
+	if o.NumNodes > 0 && o.RunningNodes >= o.NumNodes {
+		o.Phase, o.Reason = PhaseRunning, "Running"
+		o.Message = fmt.Sprintf("TrainJob %s is running: %d/%d nodes", tj.Name, o.RunningNodes, o.NumNodes)
+		return o
+	}
+	o.Phase, o.Reason = PhasePending, "Pending"
+	o.Message = fmt.Sprintf("TrainJob %s is starting: %d/%d nodes running", tj.Name, o.RunningNodes, o.NumNodes)
+	return o
+}
+
+func (o Observation) terminal(phase Phase, c *metav1.Condition) Observation {
+	o.Phase, o.Reason, o.Message = phase, c.Reason, c.Message
+	t := c.LastTransitionTime.Time
+	o.CompletionTime = &t
+	if o.Message == "" {
+		o.Message = fmt.Sprintf("TrainJob %s %s", o.Name, strings.ToLower(string(phase)))
+	}
+	return o
+}
+
+func numNodes(tj *trainer.TrainJob) int32 {
+	if tj.Spec.Trainer != nil && tj.Spec.Trainer.NumNodes != nil {
+		return *tj.Spec.Trainer.NumNodes
+	}
+	if n, err := strconv.Atoi(tj.Labels[LabelNumNodes]); err == nil {
+		return int32(n)
+	}
+	return 1
+}
+
+// WithLogTail adds a failing node's last log lines to the message.
+func (o Observation) WithLogTail(pod, tail string) Observation {
+	tail = strings.TrimRight(tail, "\n")
+	if tail == "" {
+		return o
+	}
+	o.LogTail = tail
+	o.FailedPod = pod
+	o.Message = fmt.Sprintf("%s\nlast lines of %s:\n%s", o.Message, pod, tail)
+	return o
+}
+
+// Output names: stable, documented in the README, valid as Argo parameter and Tekton result names.
+const (
+	OutName           = "trainjob-name"
+	OutNamespace      = "trainjob-namespace"
+	OutRuntime        = "runtime"
+	OutFramework      = "framework"
+	OutPhase          = "phase"
+	OutReason         = "reason"
+	OutMessage        = "message"
+	OutStartTime      = "start-time"
+	OutCompletionTime = "completion-time"
+	OutDuration       = "duration-seconds"
+	OutNumNodes       = "num-nodes"
+	OutProgress       = "progress-percentage"
+	OutMetrics        = "metrics"
+)
+
+// OutputNames lists every output, in a stable order.
+var OutputNames = []string{OutName, OutNamespace, OutRuntime, OutFramework, OutPhase, OutReason, OutMessage,
+	OutStartTime, OutCompletionTime, OutDuration, OutNumNodes, OutProgress, OutMetrics}
+
+// Outputs renders the observation as the step's outputs. Every name is always present (empty
+// when unknown), so downstream steps can rely on them.
+func (o Observation) Outputs() map[string]string {
+	out := map[string]string{
+		OutName:      o.Name,
+		OutNamespace: o.Namespace,
+		OutRuntime:   o.Runtime,
+		OutFramework: o.Framework,
+		OutPhase:     string(o.Phase),
+		OutReason:    o.Reason,
+		OutMessage:   o.Message,
+		OutNumNodes:  strconv.Itoa(int(o.NumNodes)),
+	}
+	if o.StartTime != nil {
+		out[OutStartTime] = o.StartTime.UTC().Format(time.RFC3339)
+	}
+	if o.CompletionTime != nil {
+		out[OutCompletionTime] = o.CompletionTime.UTC().Format(time.RFC3339)
+		if o.StartTime != nil {
+			out[OutDuration] = strconv.FormatFloat(o.CompletionTime.Sub(*o.StartTime).Seconds(), 'f', 0, 64)
+		}
+	}
+	if o.Progress != nil {
+		out[OutProgress] = strconv.Itoa(int(*o.Progress))
+	}
+	if len(o.Metrics) > 0 {
+		b, _ := json.Marshal(o.Metrics) // map[string]string always marshals
+		out[OutMetrics] = string(b)
+	} else {
+		out[OutMetrics] = "{}"
+	}
+	for _, n := range OutputNames {
+		if _, ok := out[n]; !ok {
+			out[n] = ""
+		}
+	}
+	return out
+}

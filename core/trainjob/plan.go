@@ -1,0 +1,179 @@
+package trainjob
+
+import (
+	"context"
+	"fmt"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/trainers"
+)
+
+// Planner is the one path every face shares: step → validate → trainer → runtime → TrainJob parts.
+type Planner struct {
+	Trainers *trainers.Registry
+	Runtimes runtimes.Source
+}
+
+// Plan is a validated step bound to its trainer and runtime, ready to become a TrainJob.
+type Plan struct {
+	Spec      *step.Spec
+	Namespace string
+	Trainer   trainers.Trainer
+	Runtime   runtimes.Runtime
+	Parts     trainers.Parts
+	// Warnings are worth telling the user (a deprecated runtime, say) but do not stop the step.
+	Warnings []string
+}
+
+// Plan validates the step and binds it. Bad input comes back as a *step.InvalidError with every
+// problem found; a failure to read runtimes is returned as it is (it may pass on a retry).
+func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Plan, error) {
+	errs := s.Validate()
+	var t trainers.Trainer
+	if s.Framework != "" || s.Trainer.Kind != "" {
+		var terrs field.ErrorList
+		t, terrs = p.Trainers.Resolve(s)
+		errs = append(errs, terrs...)
+	}
+	if len(errs) > 0 {
+		return nil, step.Invalid(errs)
+	}
+	catalog, err := p.Runtimes.List(ctx, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("reading training runtimes: %w", err)
+	}
+	name, kind := "", ""
+	if s.Runtime != nil {
+		name, kind = s.Runtime.Name, s.Runtime.Kind
+	}
+	sel, ferr := runtimes.Select(catalog, t, name, kind)
+	if ferr != nil {
+		return nil, step.Invalid(field.ErrorList{ferr})
+	}
+	rt := sel.Runtime
+	if in := s.Initializer; in != nil {
+		if in.Dataset != nil && !rt.HasDatasetInitializer {
+			errs = append(errs, field.Invalid(field.NewPath("initializer", "dataset"), in.Dataset.StorageURI,
+				fmt.Sprintf("runtime %s has no dataset-initializer step; pick a runtime that has one or remove initializer.dataset", rt.Name)))
+		}
+		if in.Model != nil && !rt.HasModelInitializer {
+			errs = append(errs, field.Invalid(field.NewPath("initializer", "model"), in.Model.StorageURI,
+				fmt.Sprintf("runtime %s has no model-initializer step; pick a runtime that has one or remove initializer.model", rt.Name)))
+		}
+	}
+	parts, berrs := t.Build(&rt, s.RuntimeConfig)
+	errs = append(errs, berrs...)
+	if len(errs) > 0 {
+		return nil, step.Invalid(errs)
+	}
+	return &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, Warnings: sel.Warnings}, nil
+}
+
+// NumNodes is the node count the TrainJob will run with.
+func (p *Plan) NumNodes() int32 {
+	if p.Parts.NumNodes != nil {
+		return *p.Parts.NumNodes
+	}
+	return p.Runtime.NumNodes
+}
+
+// TrainJob builds the object to submit, from the fields that work on Trainer v2.0.1 to v2.3.0:
+// metadata labels/annotations (not spec.labels, gone in v2.2), runtimeRef, spec.trainer,
+// spec.initializer.
+func (p *Plan) TrainJob(id Identity) *trainer.TrainJob {
+	labels := map[string]string{}
+	for k, v := range p.Spec.Labels {
+		labels[k] = v
+	}
+	if p.Spec.QueueName != "" {
+		labels[LabelKueueQueue] = p.Spec.QueueName
+	}
+	for k, v := range id.Labels() {
+		labels[k] = v
+	}
+	labels[LabelFramework] = p.Runtime.Framework
+	labels[LabelNumNodes] = fmt.Sprint(p.NumNodes())
+	annotations := map[string]string{}
+	for k, v := range p.Spec.Annotations {
+		annotations[k] = v
+	}
+	for k, v := range id.Annotations() {
+		annotations[k] = v
+	}
+	annotations[AnnotationTrainer] = p.Trainer.Kind()
+
+	tr := &trainer.Trainer{
+		Command:          p.Parts.Command,
+		Args:             p.Parts.Args,
+		Env:              p.Parts.Env,
+		NumNodes:         p.Parts.NumNodes,
+		ResourcesPerNode: p.Parts.Resources,
+		NumProcPerNode:   p.Parts.NumProcPerNode,
+	}
+	if p.Parts.Image != "" {
+		tr.Image = ptr.To(p.Parts.Image)
+	}
+	tj := &trainer.TrainJob{
+		TypeMeta: metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        id.Name(),
+			Namespace:   p.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{
+				Name:     p.Runtime.Name,
+				APIGroup: ptr.To(runtimes.Group),
+				Kind:     ptr.To(p.Runtime.Kind),
+			},
+			Trainer:     tr,
+			Initializer: initializer(p.Spec.Initializer),
+		},
+	}
+	if id.Owner != nil {
+		tj.OwnerReferences = []metav1.OwnerReference{*id.Owner}
+	}
+	return tj
+}
+
+func initializer(in *step.Initializer) *trainer.Initializer {
+	if in == nil || (in.Dataset == nil && in.Model == nil) {
+		return nil
+	}
+	out := &trainer.Initializer{}
+	if d := in.Dataset; d != nil {
+		out.Dataset = &trainer.DatasetInitializer{StorageUri: ptr.To(d.StorageURI), Env: envVars(d.Env), SecretRef: secretRef(d.SecretRef)}
+	}
+	if m := in.Model; m != nil {
+		out.Model = &trainer.ModelInitializer{StorageUri: ptr.To(m.StorageURI), Env: envVars(m.Env), SecretRef: secretRef(m.SecretRef)}
+	}
+	return out
+}
+
+func secretRef(name string) *corev1.LocalObjectReference {
+	if name == "" {
+		return nil
+	}
+	return &corev1.LocalObjectReference{Name: name}
+}
+
+func envVars(m map[string]string) []corev1.EnvVar {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	var out []corev1.EnvVar
+	for _, k := range keys {
+		out = append(out, corev1.EnvVar{Name: k, Value: m[k]})
+	}
+	return out
+}

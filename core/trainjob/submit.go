@@ -1,0 +1,66 @@
+package trainjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ErrNameTaken means a TrainJob with our deterministic name exists but belongs to someone else.
+var ErrNameTaken = errors.New("a TrainJob with this name exists and was not created by this step")
+
+// Client is what submitting needs: read (from a cache in long-running faces) and create.
+type Client interface {
+	client.Reader
+	Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error
+}
+
+// Submit creates the TrainJob once. If a job of that name exists and carries the same identity
+// it is returned as it is (created=false): a replayed call, a restarted face or a retried
+// command all land on the same job. Racing submitters are settled by the apiserver's
+// AlreadyExists.
+func Submit(ctx context.Context, c Client, tj *trainer.TrainJob, id Identity) (*trainer.TrainJob, bool, error) {
+	existing := &trainer.TrainJob{}
+	err := c.Get(ctx, client.ObjectKeyFromObject(tj), existing)
+	switch {
+	case err == nil:
+		return adopt(existing, id)
+	case !apierrors.IsNotFound(err):
+		return nil, false, fmt.Errorf("looking up TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
+	}
+	created := tj.DeepCopy()
+	if err := c.Create(ctx, created); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, false, fmt.Errorf("creating TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tj), existing); err != nil {
+			return nil, false, fmt.Errorf("reading TrainJob %s/%s created concurrently: %w", tj.Namespace, tj.Name, err)
+		}
+		return adopt(existing, id)
+	}
+	return created, true, nil
+}
+
+func adopt(existing *trainer.TrainJob, id Identity) (*trainer.TrainJob, bool, error) {
+	if !id.Owns(existing.Labels) {
+		return nil, false, fmt.Errorf("%w: %s/%s (labels %v); delete it or run the step under another name",
+			ErrNameTaken, existing.Namespace, existing.Name, sortedLabels(existing.Labels))
+	}
+	return existing, false, nil
+}
+
+func sortedLabels(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortStrings(s []string) { sort.Strings(s) }
