@@ -41,6 +41,8 @@ type Runner struct {
 	Dir string
 	// KeepLines is how many lines of each node's log are kept (default 1000).
 	KeepLines int
+	// OnLine, when set, receives every line of every node as it is written.
+	OnLine func(node int, line string)
 }
 
 // Result is how a local run ended.
@@ -211,6 +213,9 @@ func (r *Runner) runNode(ctx context.Context, i int, command []string, dir strin
 			res.Log = append(res.Log, line)
 			if len(res.Log) > keep {
 				res.Log = res.Log[len(res.Log)-keep:]
+			}
+			if r.OnLine != nil {
+				r.OnLine(i, line)
 			}
 			if r.Out != nil {
 				outMu.Lock()
