@@ -82,6 +82,9 @@ type Runtime struct {
 	// HasDatasetInitializer / HasModelInitializer: the runtime has those replicated jobs.
 	HasDatasetInitializer bool
 	HasModelInitializer   bool
+	// HiddenBy is set on a ClusterTrainingRuntime that a TrainingRuntime of the same name in the
+	// step's namespace hides: discovery and a bare name skip it, runtime.kind still reaches it.
+	HiddenBy string
 }
 
 // Ref is "ClusterTrainingRuntime/torch-distributed" or "TrainingRuntime/team-a/custom".

@@ -32,7 +32,7 @@ func Select(c Catalog, t Trainer, name, kind string) (Selection, *field.Error) {
 	for _, fw := range t.Frameworks() {
 		matching = matching[:0]
 		for _, r := range c.Runtimes {
-			if r.Framework == fw {
+			if r.Framework == fw && r.HiddenBy == "" {
 				matching = append(matching, r)
 			}
 		}
@@ -43,7 +43,7 @@ func Select(c Catalog, t Trainer, name, kind string) (Selection, *field.Error) {
 	p := field.NewPath("runtime")
 	switch len(matching) {
 	case 0:
-		return Selection{}, field.NotFound(p, fmt.Sprintf("no runtime for %s, which needs framework %s; available: %s%s",
+		return Selection{}, field.Required(p, fmt.Sprintf("no runtime for %s, which needs framework %s; available: %s%s",
 			t.Kind(), orList(t.Frameworks()), describe(c.Runtimes), describeSkipped(c.Skipped)))
 	case 1:
 		r := matching[0]
@@ -64,7 +64,7 @@ func Select(c Catalog, t Trainer, name, kind string) (Selection, *field.Error) {
 func selectExplicit(c Catalog, t Trainer, name, kind string) (Selection, *field.Error) {
 	p := field.NewPath("runtime", "name")
 	for _, r := range c.Runtimes {
-		if r.Name != name || (kind != "" && r.Kind != kind) {
+		if r.Name != name || (kind != "" && r.Kind != kind) || (kind == "" && r.HiddenBy != "") {
 			continue
 		}
 		if err := t.ValidateRuntime(&r); err != nil {
@@ -81,7 +81,8 @@ func selectExplicit(c Catalog, t Trainer, name, kind string) (Selection, *field.
 	if kind != "" {
 		what = kind
 	}
-	return Selection{}, field.NotFound(p, fmt.Sprintf("no %s named %q; available: %s", what, name, describe(c.Runtimes)))
+	return Selection{}, &field.Error{Type: field.ErrorTypeNotFound, Field: p.String(), BadValue: name,
+		Detail: fmt.Sprintf("no %s named %q; available: %s", what, name, describe(c.Runtimes))}
 }
 
 func warnings(r *Runtime) []string {
@@ -95,9 +96,11 @@ func describe(rs []Runtime) string {
 	if len(rs) == 0 {
 		return "none (install the Kubeflow Trainer runtimes, or name one with runtime.name)"
 	}
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = fmt.Sprintf("%s (framework %s)", r.Name, r.Framework)
+	var parts []string
+	for _, r := range rs {
+		if r.HiddenBy == "" {
+			parts = append(parts, fmt.Sprintf("%s (framework %s)", r.Name, r.Framework))
+		}
 	}
 	return strings.Join(parts, ", ")
 }

@@ -67,18 +67,16 @@ func NewCatalog(objs []unstructured.Unstructured) Catalog {
 	seen := map[string]string{}
 	for i := range objs {
 		u := &objs[i]
-		if by, ok := seen[u.GetName()]; ok {
-			c.Skipped = append(c.Skipped, Skipped{Name: u.GetName(), Kind: u.GetKind(),
-				Reason: fmt.Sprintf("hidden by %s %s/%s of the same name", NamespacedKind, by, u.GetName())})
-			continue
-		}
-		if u.GetKind() == NamespacedKind {
-			seen[u.GetName()] = u.GetNamespace()
-		}
 		r, err := FromUnstructured(u)
 		if err != nil {
 			c.Skipped = append(c.Skipped, Skipped{Name: u.GetName(), Kind: u.GetKind(), Reason: err.Error()})
 			continue
+		}
+		if by, ok := seen[u.GetName()]; ok && u.GetKind() == ClusterKind {
+			r.HiddenBy = fmt.Sprintf("%s %s/%s", NamespacedKind, by, u.GetName())
+		}
+		if u.GetKind() == NamespacedKind {
+			seen[u.GetName()] = u.GetNamespace()
 		}
 		c.Runtimes = append(c.Runtimes, *r)
 	}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -139,6 +140,13 @@ func unknownMessage(key string, fields map[string]reflect.Type) string {
 		}
 	}
 	msg := "unknown field"
+	for _, k := range known {
+		// "packages" for "packagesToInstall": a prefix is as good a hint as a typo.
+		if len(key) >= 4 && strings.HasPrefix(strings.ToLower(k), strings.ToLower(key)) {
+			best, bestDist = k, 0
+			break
+		}
+	}
 	if best != "" && bestDist <= max(2, len(key)/3) {
 		msg += fmt.Sprintf("; did you mean %q?", best)
 	}
@@ -169,13 +177,19 @@ func editDistance(a, b string) int {
 func typeError(err error, generic any, path *field.Path) *field.Error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		p := path
-		if te.Field != "" {
-			for _, part := range strings.Split(te.Field, ".") {
-				p = p.Child(part)
+		// encoding/json names embedded structs by their Go names (Function.Common.numNodes);
+		// the user wrote trainer.numNodes, so keep only the JSON keys.
+		var parts []string
+		for _, part := range strings.Split(te.Field, ".") {
+			if part != "" && !unicode.IsUpper(rune(part[0])) {
+				parts = append(parts, part)
 			}
 		}
-		return field.Invalid(p, lookup(generic, te.Field), "must be "+describe(te.Type))
+		p := path
+		for _, part := range parts {
+			p = p.Child(part)
+		}
+		return field.Invalid(p, lookup(generic, strings.Join(parts, ".")), "must be "+describe(te.Type))
 	}
 	if errors.Is(err, errBadDuration) {
 		// Duration only decodes at the top level of a Spec ("timeout").

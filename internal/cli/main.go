@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/trainstep/trainstep/core/trainjob"
 )
 
 // Exit codes of `executor run`, documented in the README.
@@ -20,8 +22,18 @@ const (
 	ExitInterrupts = 130
 )
 
-// Main runs the command line and returns the exit code; tests call it in-process.
+// Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return MainWith(ctx, args, stdin, stdout, stderr, Overrides{})
+}
+
+// Overrides replace what a test bed cannot provide: a kubelet to read pod logs from.
+type Overrides struct {
+	Logs trainjob.LogSource
+}
+
+// MainWith is Main with test seams.
+func MainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, ov Overrides) int {
 	code := ExitSucceeded
 	root := &cobra.Command{
 		Use:           "executor",
@@ -33,7 +45,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCommand(&code), newRuntimesCommand(), newTrainersCommand())
+	root.AddCommand(newRunCommand(&code, ov), newRuntimesCommand(), newTrainersCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		if code == ExitSucceeded {

@@ -44,8 +44,8 @@ type runOptions struct {
 	logs trainjob.LogSource
 }
 
-func newRunCommand(code *int) *cobra.Command {
-	o := &runOptions{}
+func newRunCommand(code *int, ov Overrides) *cobra.Command {
+	o := &runOptions{logs: ov.Logs}
 	cmd := &cobra.Command{
 		Use:   "run -f STEP.yaml",
 		Short: "Run one training step: submit its TrainJob, wait for it, write its outputs",

@@ -64,6 +64,8 @@ type Simulator struct {
 	Decide func(tj *trainer.TrainJob) Behavior
 	Logs   *LogStore
 
+	// client writes and reads straight from the apiserver: a cache lagging behind its own writes
+	// (a pod deleted on suspend, recreated on resume) would make it skip steps.
 	client  client.Client
 	started sync.Map // types.UID → struct{}: local runs begun
 }
@@ -84,7 +86,10 @@ func Start(ctx context.Context, cfg *rest.Config, decide func(*trainer.TrainJob)
 	if err != nil {
 		return nil, fmt.Errorf("starting the Trainer simulator: %w", err)
 	}
-	s.client = mgr.GetClient()
+	s.client, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("starting the Trainer simulator: %w", err)
+	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&trainer.TrainJob{}).
 		Owns(&corev1.Pod{}).

@@ -1,0 +1,145 @@
+package trainers
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/step"
+)
+
+// The function under test writes what it received, and two literals that bash would have
+// expanded had the heredoc not been quoted.
+const echoSource = `
+def check(**kw):
+    import json
+    with open("got.json", "w", encoding="utf-8") as f:
+        json.dump({"kw": kw, "home": "$HOME", "tick": "` + "`echo hi`" + `", "sub": "$(echo x)"}, f, ensure_ascii=False)
+`
+
+// runScript executes the generated command for real: bash, then python.
+func runScript(t *testing.T, cmd []string) map[string]any {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	require.NoError(t, err, "these tests run the generated script with Python 3")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	require.NoError(t, os.Mkdir(bin, 0o755))
+	require.NoError(t, os.Symlink(python, filepath.Join(bin, "python")))
+	c := exec.CommandContext(t.Context(), cmd[0], cmd[1:]...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "HOME=/should-not-appear")
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	require.NoError(t, c.Run(), out.String())
+	b, err := os.ReadFile(filepath.Join(dir, "got.json"))
+	require.NoError(t, err, out.String())
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var got map[string]any
+	require.NoError(t, dec.Decode(&got))
+	return got
+}
+
+func TestScriptPassesArgsExactly(t *testing.T) {
+	cases := map[string]string{
+		"quotes":       `{"s": "it's \"quoted\" '' \"\""}`,
+		"dollar":       `{"s": "$HOME ${PATH} $1 $$"}`,
+		"backticks":    "{\"s\": \"`rm -rf /` $(echo pwned)\"}",
+		"newlines":     `{"s": "line1\nline2\r\n\ttab\\n literal backslash-n"}`,
+		"unicode":      `{"s": "héllo wörld 训练 🚀 \u2028 sep", "ключ": "значение"}`,
+		"nested":       `{"cfg": {"opt": {"lr": 0.001, "betas": [0.9, 0.999]}, "layers": [1, [2, 3], {"a": null}]}}`,
+		"python words": `{"t": true, "f": false, "n": null, "i": 3, "fl": 3.0, "neg": -2, "big": 123456789012345678901234567890}`,
+		"heredoc ends": `{"s": "EOM\nTRAINSTEP_EOF\n"}`,
+		"empty":        `{}`,
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			var fa map[string]any
+			dec := json.NewDecoder(strings.NewReader(args))
+			dec.UseNumber()
+			require.NoError(t, dec.Decode(&fa))
+			cmd, err := Script{Source: echoSource, FuncName: "check", FuncArgs: fa, Policy: runtimes.PolicyPlain}.Command()
+			require.NoError(t, err)
+			got := runScript(t, cmd)
+			want, _ := json.Marshal(fa)
+			gotKW, _ := json.Marshal(got["kw"])
+			assert.JSONEq(t, string(want), string(gotKW))
+			assert.Equal(t, "$HOME", got["home"], "the heredoc must not expand $")
+			assert.Equal(t, "`echo hi`", got["tick"], "the heredoc must not run backticks")
+			assert.Equal(t, "$(echo x)", got["sub"])
+		})
+	}
+}
+
+func TestScriptKeepsIntegerAndFloatApart(t *testing.T) {
+	lit, err := PyLiteral(map[string]any{"i": json.Number("1"), "f": json.Number("1.0"), "e": json.Number("1e3")})
+	require.NoError(t, err)
+	assert.Equal(t, `{"e": 1e3, "f": 1.0, "i": 1}`, lit)
+}
+
+func TestScriptWithDelimiterInSource(t *testing.T) {
+	src := echoSource + "\nX = '''\nTRAINSTEP_EOF\nEOM\n'''\n"
+	cmd, err := Script{Source: src, FuncName: "check", Policy: runtimes.PolicyPlain}.Command()
+	require.NoError(t, err)
+	assert.Equal(t, "$HOME", runScript(t, cmd)["home"])
+}
+
+func TestScriptTooLargeForOneItemIsCompressed(t *testing.T) {
+	// 200 KiB of comments: too big raw, small compressed.
+	src := echoSource + strings.Repeat("# padding padding padding padding padding padding padding\n", 3500)
+	cmd, err := Script{Source: src, FuncName: "check", FuncArgs: map[string]any{"k": "v"}, Policy: runtimes.PolicyPlain}.Command()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(cmd[2]), MaxCommandItem)
+	assert.Contains(t, cmd[2], "zlib.decompress")
+	assert.Equal(t, map[string]any{"k": "v"}, runScript(t, cmd)["kw"])
+}
+
+func TestScriptTooLargeEvenCompressedIsAClearError(t *testing.T) {
+	// Random-looking text does not compress.
+	var b strings.Builder
+	x := uint64(88172645463325252)
+	for b.Len() < 200*1024 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b.WriteString(strings.Repeat(string(rune('a'+x%26)), 1))
+		if x%61 == 0 {
+			b.WriteString("\n")
+		}
+	}
+	s, err := step.Parse([]byte("framework: jax\ntrainer: {}"))
+	require.NoError(t, err)
+	s.Trainer.Fields, _ = json.Marshal(map[string]any{"func": "def f():\n    '''" + b.String() + "'''\n"})
+	tr, errs := Builtin().Resolve(s)
+	require.Empty(t, errs)
+	_, errs = tr.Build(&jaxRT, nil)
+	require.NotEmpty(t, errs)
+	assert.Equal(t, "trainer.func", errs[0].Field)
+	assert.Contains(t, errs[0].Error(), "over the 65536 that Trainer v2.2 accepts")
+	assert.Contains(t, errs[0].Error(), "CustomTrainerContainer")
+}
+
+func TestScriptInstallsPackagesBeforeRunning(t *testing.T) {
+	cmd, err := Script{Source: echoSource, FuncName: "check", Packages: []string{"numpy>=1.0", "a b"}, IndexURLs: []string{"https://x/simple", "https://y/simple"}, Policy: runtimes.PolicyTorch}.Command()
+	require.NoError(t, err)
+	s := cmd[2]
+	assert.Contains(t, s, "PACKAGES=('numpy>=1.0' 'a b')")
+	assert.Contains(t, s, "PIP_OPTS=(--index-url https://x/simple --extra-index-url https://y/simple)")
+	assert.Less(t, strings.Index(s, "pip install"), strings.Index(s, "exec torchrun"))
+	out, err := exec.CommandContext(t.Context(), "bash", "-n", "-c", s).CombinedOutput()
+	require.NoError(t, err, "the script must be valid bash: %s", out)
+}
+
+func TestDedentAndFunctions(t *testing.T) {
+	src := "    def a():\n        pass\n\n    async def b(x):\n        return x\n    class C:\n        def method(self): pass\n"
+	assert.Equal(t, []string{"a", "b"}, TopLevelFunctions(dedent(src)))
+}

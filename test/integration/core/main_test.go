@@ -1,0 +1,85 @@
+// Package core_test proves the core against a real kube-apiserver with the real Trainer CRDs and
+// stock runtimes, and the Trainer simulator in place of the Trainer controller.
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"os"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/trainstep/trainstep/internal/testenv"
+	"github.com/trainstep/trainstep/internal/trainersim"
+)
+
+var (
+	env  *testenv.Env
+	sim  *trainersim.Simulator
+	kube kubernetes.Interface
+	wc   client.WithWatch
+)
+
+// SimMode is the label a test puts on a step to tell the simulator what its TrainJob does
+// (hold, succeed, fail); without it the trainer command really runs, locally.
+const SimMode = "sim-mode"
+
+func decide(tj *trainer.TrainJob) trainersim.Behavior {
+	switch tj.Labels[SimMode] {
+	case "hold":
+		return trainersim.Behavior{Mode: trainersim.Hold}
+	case "succeed":
+		return trainersim.Behavior{Mode: trainersim.Succeed}
+	case "fail":
+		return trainersim.Behavior{Mode: trainersim.Fail, Log: []string{"Traceback (most recent call last):", "RuntimeError: CUDA out of memory"}}
+	}
+	return trainersim.Behavior{Mode: trainersim.RunLocally}
+}
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+// run starts the control plane and the simulator around the tests.
+func run(m *testing.M) int {
+	// envtest and the simulator's manager log through controller-runtime; keep test output clean.
+	if os.Getenv("TEST_LOG") != "" {
+		ctrllog.SetLogger(funcr.New(func(p, a string) { fmt.Fprintln(os.Stderr, p, a) }, funcr.Options{}))
+	} else {
+		ctrllog.SetLogger(logr.Discard())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start, stop := context.WithTimeout(ctx, 3*time.Minute)
+	e, err := testenv.Start(start, testenv.Options{ControllerManager: true})
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
+		return 1
+	}
+	env = e
+	defer func() {
+		cancel()
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+	}()
+	if sim, err = trainersim.Start(ctx, env.Config, decide); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if kube, err = kubernetes.NewForConfig(env.Config); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if wc, err = client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}

@@ -1,0 +1,210 @@
+package core_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/testenv"
+	"github.com/trainstep/trainstep/internal/trainersim"
+)
+
+// recorder keeps every observation a wait reported, for asserting the sequence of phases.
+type recorder struct {
+	mu    sync.Mutex
+	seen  []trainjob.Observation
+	phase chan trainjob.Phase
+}
+
+func newRecorder() *recorder { return &recorder{phase: make(chan trainjob.Phase, 64)} }
+
+func (r *recorder) on(o trainjob.Observation) {
+	r.mu.Lock()
+	r.seen = append(r.seen, o)
+	r.mu.Unlock()
+	r.phase <- o.Phase
+}
+
+func (r *recorder) phases() []trainjob.Phase {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []trainjob.Phase
+	for _, o := range r.seen {
+		if len(out) == 0 || out[len(out)-1] != o.Phase {
+			out = append(out, o.Phase)
+		}
+	}
+	return out
+}
+
+// awaitPhase blocks until the wait reports the phase, or fails at the deadline.
+func (r *recorder) awaitPhase(t *testing.T, want trainjob.Phase) {
+	t.Helper()
+	deadline := time.After(testenv.Timeout)
+	for {
+		select {
+		case p := <-r.phase:
+			if p == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the wait never reported %s; saw %v", want, r.phases())
+		}
+	}
+}
+
+type waitResult struct {
+	obs trainjob.Observation
+	err error
+}
+
+func startWait(t *testing.T, ns, name string, opts trainjob.WaitOptions) <-chan waitResult {
+	done := make(chan waitResult, 1)
+	go func() {
+		obs, err := waiter().Wait(t.Context(), ns, name, opts)
+		done <- waitResult{obs, err}
+	}()
+	return done
+}
+
+func result(t *testing.T, done <-chan waitResult) waitResult {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(testenv.Timeout):
+		t.Fatal("the wait did not return")
+	}
+	return waitResult{}
+}
+
+// The trainer command really runs (local backend, two nodes); the wait sees it complete.
+func TestCompleteWithRealTrainerCommand(t *testing.T) {
+	ns := env.Namespace(t)
+	_, tj := submit(t, ns, `
+framework: xgboost
+trainer:
+  numNodes: 2
+  funcArgs: {greeting: "hello $USER `+"`x`"+`"}
+  func: |
+    def train(greeting):
+        import os
+        print(greeting, "from", os.environ["DMLC_TASK_ID"], "of", os.environ["DMLC_NUM_WORKER"])
+`)
+	rec := newRecorder()
+	r := result(t, startWait(t, ns, tj.Name, trainjob.WaitOptions{OnChange: rec.on}))
+	require.NoError(t, r.err)
+	assert.Equal(t, trainjob.PhaseSucceeded, r.obs.Phase)
+	assert.Equal(t, "AllJobsCompleted", r.obs.Reason)
+	out := r.obs.Outputs()
+	assert.Equal(t, tj.Name, out[trainjob.OutName])
+	assert.Equal(t, ns, out[trainjob.OutNamespace])
+	assert.Equal(t, "xgboost-distributed", out[trainjob.OutRuntime])
+	assert.Equal(t, "xgboost", out[trainjob.OutFramework])
+	assert.Equal(t, "2", out[trainjob.OutNumNodes])
+	assert.NotEmpty(t, out[trainjob.OutCompletionTime])
+	tail, err := sim.Logs.Tail(t.Context(), ns, trainersim.PodName(tj.Name, 1), "node", 5)
+	require.NoError(t, err)
+	assert.Contains(t, tail, "hello $USER `x` from 1 of 2")
+}
+
+func TestFailedCarriesTheLogTail(t *testing.T) {
+	ns := env.Namespace(t)
+	_, tj := submit(t, ns, `
+framework: jax
+trainer:
+  func: |
+    def train():
+        print("loading data")
+        raise ValueError("loss is NaN at step 17")
+`)
+	r := result(t, startWait(t, ns, tj.Name, trainjob.WaitOptions{}))
+	require.NoError(t, r.err)
+	assert.Equal(t, trainjob.PhaseFailed, r.obs.Phase)
+	assert.Equal(t, "FailedJobs", r.obs.Reason)
+	assert.Contains(t, r.obs.Message, "last lines of "+trainersim.PodName(tj.Name, 0))
+	assert.Contains(t, r.obs.Message, "ValueError: loss is NaN at step 17", "the real Python traceback")
+	assert.Contains(t, r.obs.LogTail, "loading data")
+	assert.Equal(t, trainjob.PhaseFailed, trainjob.Phase(r.obs.Outputs()[trainjob.OutPhase]))
+}
+
+// Kueue suspends a job, then resumes it: Suspended, then Running (whatever Suspended=False says),
+// then Complete.
+func TestSuspendedThenResumedThenComplete(t *testing.T) {
+	ns := env.Namespace(t)
+	_, tj := submit(t, ns, "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: "+pyFunc+", numNodes: 2}")
+	setSuspend(t, tj, true)
+	rec := newRecorder()
+	done := startWait(t, ns, tj.Name, trainjob.WaitOptions{OnChange: rec.on})
+	rec.awaitPhase(t, trainjob.PhaseSuspended)
+	setSuspend(t, tj, false)
+	rec.awaitPhase(t, trainjob.PhaseRunning)
+	require.NoError(t, sim.Finish(t.Context(), ns, tj.Name, trainersim.Behavior{Mode: trainersim.Succeed,
+		Progress: ptr.To[int32](100), Metrics: map[string]string{"loss": "0.12"}}))
+	r := result(t, done)
+	require.NoError(t, r.err)
+	assert.Equal(t, trainjob.PhaseSucceeded, r.obs.Phase)
+	assert.Equal(t, []trainjob.Phase{trainjob.PhaseSuspended, trainjob.PhasePending, trainjob.PhaseRunning, trainjob.PhaseSucceeded}, dedupPending(rec.phases()))
+	out := r.obs.Outputs()
+	assert.Equal(t, "100", out[trainjob.OutProgress])
+	assert.JSONEq(t, `{"loss":"0.12"}`, out[trainjob.OutMetrics])
+}
+
+// dedupPending drops the Pending that may or may not be seen between Suspended and Running
+// (pods are created and set running in quick succession), keeping the assertion exact otherwise.
+func dedupPending(ps []trainjob.Phase) []trainjob.Phase {
+	for i, p := range ps {
+		if p == trainjob.PhaseSuspended && i+1 < len(ps) && ps[i+1] == trainjob.PhaseRunning {
+			return append(append(append([]trainjob.Phase{}, ps[:i+1]...), trainjob.PhasePending), ps[i+1:]...)
+		}
+	}
+	return ps
+}
+
+func setSuspend(t *testing.T, tj *trainer.TrainJob, v bool) {
+	t.Helper()
+	cur := &trainer.TrainJob{}
+	require.NoError(t, env.Client.Get(t.Context(), client.ObjectKeyFromObject(tj), cur))
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.Suspend = ptr.To(v)
+	require.NoError(t, env.Client.Patch(t.Context(), cur, patch))
+}
+
+func TestTimeoutDeletesTheTrainJob(t *testing.T) {
+	ns := env.Namespace(t)
+	_, tj := submit(t, ns, "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: "+pyFunc+"}")
+	r := result(t, startWait(t, ns, tj.Name, trainjob.WaitOptions{Timeout: 2 * time.Second}))
+	require.NoError(t, r.err)
+	assert.Equal(t, trainjob.PhaseTimedOut, r.obs.Phase)
+	assert.Contains(t, r.obs.Message, "did not finish within 2s; it was deleted")
+	err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(tj), &trainer.TrainJob{})
+	assert.True(t, apierrors.IsNotFound(err), "the TrainJob must be gone: %v", err)
+}
+
+func TestTimeoutCanKeepTheTrainJob(t *testing.T) {
+	ns := env.Namespace(t)
+	_, tj := submit(t, ns, "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: "+pyFunc+"}")
+	r := result(t, startWait(t, ns, tj.Name, trainjob.WaitOptions{Timeout: time.Second, KeepOnTimeout: true}))
+	require.NoError(t, r.err)
+	assert.Equal(t, trainjob.PhaseTimedOut, r.obs.Phase)
+	require.NoError(t, env.Client.Get(t.Context(), client.ObjectKeyFromObject(tj), &trainer.TrainJob{}))
+}
+
+func TestDeletedWhileWaiting(t *testing.T) {
+	ns := env.Namespace(t)
+	_, tj := submit(t, ns, "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: "+pyFunc+"}")
+	rec := newRecorder()
+	done := startWait(t, ns, tj.Name, trainjob.WaitOptions{OnChange: rec.on})
+	rec.awaitPhase(t, trainjob.PhaseRunning)
+	require.NoError(t, trainjob.Delete(t.Context(), env.Client, ns, tj.Name))
+	r := result(t, done)
+	assert.ErrorIs(t, r.err, trainjob.ErrDeleted)
+}
