@@ -204,7 +204,7 @@ func TestValidateRuntime(t *testing.T) {
 			"TorchTrainer supports frameworks [torch], but runtime 'jax-distributed' has framework 'jax'"},
 		"function trainer, builtin runtime": {"trainer: {kind: CustomTrainer, func: \"def f(): pass\"}", tuneRT,
 			"CustomTrainer requires a runtime with trainer_type=CustomTrainer, but runtime 'torchtune-llama3.2-1b' has trainer_type=BuiltinTrainer"},
-		"config trainer, custom runtime": {"framework: torchtune\ntrainer: {}", torchRT, "TorchTuneTrainer supports frameworks [torchtune]"},
+		"config trainer, custom runtime":  {"framework: torchtune\ntrainer: {}", torchRT, "TorchTuneTrainer supports frameworks [torchtune]"},
 		"mpi trainer needs an mpi policy": {"framework: mpi\ntrainer: {func: \"def f(): pass\"}", torchRT, "needs a runtime with mlPolicy.mpi"},
 		"torch label without torch policy": {"framework: torch\ntrainer: {func: \"def f(): pass\"}",
 			runtimes.Runtime{Name: "odd", Framework: "torch", Policy: runtimes.PolicyPlain, Type: runtimes.CustomTrainer}, "needs a runtime with mlPolicy.torch"},
@@ -225,10 +225,10 @@ func TestBuildRejects(t *testing.T) {
 		rt    runtimes.Runtime
 		field string
 	}{
-		"reserved PET env on torch":   {"framework: torch\ntrainer: {func: \"def f(): pass\", env: {PET_NNODES: '2'}}", torchRT, "trainer.env[PET_NNODES]"},
+		"reserved PET env on torch":     {"framework: torch\ntrainer: {func: \"def f(): pass\", env: {PET_NNODES: '2'}}", torchRT, "trainer.env[PET_NNODES]"},
 		"reserved env in runtimeConfig": {"framework: torch\ntrainer: {func: \"def f(): pass\"}\nruntimeConfig: {env: {PET_MASTER_PORT: '1'}}", torchRT, "runtimeConfig.env[PET_MASTER_PORT]"},
-		"maxRestarts twice":           {"framework: torch\ntrainer: {func: \"def f(): pass\", maxRestarts: 2, env: {PET_MAX_RESTARTS: '1'}}", torchRT, "trainer.env[PET_MAX_RESTARTS]"},
-		"JAX env on a jax runtime":    {"framework: jax\ntrainer: {func: \"def f(): pass\", env: {JAX_PROCESS_ID: '0'}}", jaxRT, "trainer.env[JAX_PROCESS_ID]"},
+		"maxRestarts twice":             {"framework: torch\ntrainer: {func: \"def f(): pass\", maxRestarts: 2, env: {PET_MAX_RESTARTS: '1'}}", torchRT, "trainer.env[PET_MAX_RESTARTS]"},
+		"JAX env on a jax runtime":      {"framework: jax\ntrainer: {func: \"def f(): pass\", env: {JAX_PROCESS_ID: '0'}}", jaxRT, "trainer.env[JAX_PROCESS_ID]"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

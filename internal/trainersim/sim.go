@@ -180,11 +180,11 @@ func (s *Simulator) ensurePods(ctx context.Context, tj *trainer.TrainJob, rt *ru
 	for i := range n {
 		names[i] = PodName(tj.Name, i)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: tj.Namespace, Labels: map[string]string{
-			trainjob.LabelJobSetName:      tj.Name,
-			trainjob.LabelReplicatedJob:   trainjob.NodeJob,
+			trainjob.LabelJobSetName:       tj.Name,
+			trainjob.LabelReplicatedJob:    trainjob.NodeJob,
 			"jobset.sigs.k8s.io/job-index": "0",
-			trainjob.LabelCompletionIndex: strconv.Itoa(i),
-			runtimes.AncestorLabel:        runtimes.AncestorTrainer,
+			trainjob.LabelCompletionIndex:  strconv.Itoa(i),
+			runtimes.AncestorLabel:         runtimes.AncestorTrainer,
 		}}}
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 		c := corev1.Container{Name: trainjob.NodeContainer, Image: rt.Image}
