@@ -50,6 +50,21 @@ type Result struct {
 	// TrainJob is the input with the status conditions the Trainer would have set.
 	TrainJob *trainer.TrainJob
 	Nodes    []NodeResult
+	// Culprit is the node that failed first (-1 if none failed on its own).
+	Culprit int
+}
+
+// failed is the node to blame for a failure, or nil.
+func (res *Result) failed() *NodeResult {
+	if res.Culprit >= 0 {
+		return &res.Nodes[res.Culprit]
+	}
+	for i := range res.Nodes {
+		if res.Nodes[i].ExitCode != 0 {
+			return &res.Nodes[i]
+		}
+	}
+	return nil
 }
 
 // NodeResult is one node's exit and its log.
@@ -104,6 +119,9 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 	ctx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	results := make([]NodeResult, launches)
+	// The first node to fail is the one to blame; the others were stopped because of it.
+	var firstFailed sync.Once
+	culprit := -1
 	var wg sync.WaitGroup
 	var outMu sync.Mutex
 	for i := range launches {
@@ -117,13 +135,18 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 			defer wg.Done()
 			results[i] = r.runNode(ctx, i, command, dir, env, &outMu)
 			if results[i].ExitCode != 0 {
-				stopAll()
+				firstFailed.Do(func() {
+					if ctx.Err() == nil {
+						culprit = i
+					}
+					stopAll()
+				})
 			}
 		}()
 	}
 	wg.Wait()
-	res := &Result{TrainJob: out, Nodes: results}
-	finish(out, results)
+	res := &Result{TrainJob: out, Nodes: results, Culprit: culprit}
+	finish(out, res.failed())
 	return res, nil
 }
 
@@ -154,16 +177,14 @@ func (r *Runner) workdir(name string) (string, func(), error) {
 }
 
 // finish sets the conditions the Trainer copies from its JobSet.
-func finish(tj *trainer.TrainJob, results []NodeResult) {
+func finish(tj *trainer.TrainJob, failed *NodeResult) {
 	now := metav1.NewTime(time.Now())
-	for _, n := range results {
-		if n.ExitCode != 0 {
-			apimeta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
-				Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: "FailedJobs",
-				Message: fmt.Sprintf("jobset failed due to one or more job failures: node-%d exited with code %d", n.Index, n.ExitCode), LastTransitionTime: now,
-			})
-			return
-		}
+	if n := failed; n != nil {
+		apimeta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
+			Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: "FailedJobs",
+			Message: fmt.Sprintf("jobset failed due to one or more job failures: node-%d exited with code %d", n.Index, n.ExitCode), LastTransitionTime: now,
+		})
+		return
 	}
 	apimeta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
 		Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "AllJobsCompleted",
@@ -177,16 +198,15 @@ func (res *Result) Observe() trainjob.Observation {
 	if obs.Phase != trainjob.PhaseFailed {
 		return obs
 	}
-	for _, n := range res.Nodes {
-		if n.ExitCode != 0 {
-			lines := n.Log
-			if len(lines) > trainjob.TailLines {
-				lines = lines[len(lines)-trainjob.TailLines:]
-			}
-			return obs.WithLogTail(fmt.Sprintf("node-%d", n.Index), strings.Join(lines, "\n"))
-		}
+	n := res.failed()
+	if n == nil {
+		return obs
 	}
-	return obs
+	lines := n.Log
+	if len(lines) > trainjob.TailLines {
+		lines = lines[len(lines)-trainjob.TailLines:]
+	}
+	return obs.WithLogTail(fmt.Sprintf("node-%d", n.Index), strings.Join(lines, "\n"))
 }
 
 func (r *Runner) runNode(ctx context.Context, i int, command []string, dir string, env []string, outMu *sync.Mutex) NodeResult {

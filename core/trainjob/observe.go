@@ -91,6 +91,19 @@ func podOrder(p corev1.Pod) int {
 	return idx
 }
 
+// failedPod is the pod whose log explains a failure: the first failed one, else the first.
+func failedPod(pods []corev1.Pod) string {
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodFailed {
+			return p.Name
+		}
+	}
+	if len(pods) > 0 {
+		return pods[0].Name
+	}
+	return ""
+}
+
 // Observe reads a TrainJob and its pods, the one place conditions are interpreted. Terminal is
 // Complete=True or Failed=True, found by type (never by position: Kueue's Suspended comes first).
 // There is no Running condition: Running is all trainer pods running or done, computed whatever
@@ -124,13 +137,8 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 				o.Node0Pod = p.Name
 			}
 		}
-		if p.Status.Phase == corev1.PodFailed && o.FailedPod == "" {
-			o.FailedPod = p.Name
-		}
 	}
-	if o.FailedPod == "" && len(trainerPods) > 0 {
-		o.FailedPod = trainerPods[0].Name
-	}
+	o.FailedPod = failedPod(trainerPods)
 	conds := tj.Status.Conditions
 	if c := apimeta.FindStatusCondition(conds, trainer.TrainJobFailed); c != nil && c.Status == metav1.ConditionTrue {
 		return o.terminal(PhaseFailed, c)

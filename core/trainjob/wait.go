@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -118,12 +119,29 @@ func (w *Waiter) now() time.Time {
 }
 
 func (w *Waiter) withTail(ctx context.Context, obs Observation) Observation {
-	if w.Logs == nil || obs.FailedPod == "" {
+	if w.Logs == nil {
+		return obs
+	}
+	if obs.FailedPod == "" {
+		// The pod watch may trail the TrainJob's: ask the apiserver once.
+		pods := &corev1.PodList{}
+		if err := w.Client.List(ctx, pods, client.InNamespace(obs.Namespace), client.MatchingLabels{LabelJobSetName: obs.Name}); err == nil {
+			if trainer := TrainerPods(pods.Items, obs.Name); len(trainer) > 0 {
+				obs.FailedPod = failedPod(trainer)
+			}
+		}
+	}
+	if obs.FailedPod == "" {
+		obs.Message += "\n(no log tail: the TrainJob has no trainer pods)"
 		return obs
 	}
 	tail, err := w.Logs.Tail(ctx, obs.Namespace, obs.FailedPod, NodeContainer, TailLines)
 	if err != nil {
 		obs.Message += fmt.Sprintf("\n(no log tail: %v)", err)
+		return obs
+	}
+	if strings.TrimSpace(tail) == "" {
+		obs.Message += fmt.Sprintf("\n(no log tail: pod %s printed nothing)", obs.FailedPod)
 		return obs
 	}
 	return obs.WithLogTail(obs.FailedPod, tail)

@@ -237,13 +237,8 @@ func (s *Simulator) runLocally(ctx context.Context, tj *trainer.TrainJob, rt *ru
 	b := Behavior{Mode: Succeed}
 	if err != nil {
 		b = Behavior{Mode: Fail, Log: []string{"trainstep simulator: " + err.Error()}}
-	} else {
-		for _, n := range res.Nodes {
-			if n.ExitCode != 0 {
-				b = Behavior{Mode: Fail, FailNode: n.Index}
-				break
-			}
-		}
+	} else if res.TrainJob != nil && apimeta.IsStatusConditionTrue(res.TrainJob.Status.Conditions, trainer.TrainJobFailed) {
+		b = Behavior{Mode: Fail, FailNode: max(res.Culprit, 0)}
 	}
 	for _, p := range pods {
 		s.Logs.Close(tj.Namespace, p)
