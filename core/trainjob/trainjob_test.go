@@ -1,0 +1,123 @@
+package trainjob
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+)
+
+func TestIdentityName(t *testing.T) {
+	base := Identity{Engine: "argo", OwnerUID: "6b1c5a2e-0f7d-4a3e-9c1b-1234567890ab", StepKey: "my-dag.train(0)"}
+	cases := map[string]Identity{
+		"argo node name": base,
+		"long key":       {Engine: "tekton", OwnerUID: "u", StepKey: strings.Repeat("very-long-step-", 20)},
+		"leading digits": {Engine: "cli", OwnerUID: "u", StepKey: "123-train"},
+		"only symbols":   {Engine: "cli", OwnerUID: "u", StepKey: "((()))"},
+		"unicode":        {Engine: "cli", OwnerUID: "u", StepKey: "训练步骤"},
+	}
+	for name, id := range cases {
+		t.Run(name, func(t *testing.T) {
+			n := id.Name()
+			assert.Empty(t, validation.IsDNS1035Label(n), n)
+			assert.LessOrEqual(t, len(n), 41, "pods append -node-0-0-xxxxx")
+			assert.Equal(t, n, id.Name(), "deterministic")
+			for k, v := range id.Labels() {
+				assert.Empty(t, validation.IsQualifiedName(k))
+				assert.Empty(t, validation.IsValidLabelValue(v), "%s=%s", k, v)
+			}
+		})
+	}
+	assert.Equal(t, "my-dag-train-0-", base.Name()[:15])
+	retry := base
+	retry.Attempt = 1
+	other := base
+	other.OwnerUID = "another-run"
+	assert.NotEqual(t, base.Name(), retry.Name())
+	assert.NotEqual(t, base.Name(), other.Name())
+	assert.True(t, base.Owns(base.Labels()))
+	assert.False(t, base.Owns(retry.Labels()))
+	assert.False(t, base.Owns(map[string]string{"team": "a"}))
+}
+
+func cond(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: reason + " message", LastTransitionTime: metav1.NewTime(time.Unix(1000, 0))}
+}
+
+func pod(job, rj string, idx int, phase corev1.PodPhase) corev1.Pod {
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job + "-" + rj + "-" + string(rune('0'+idx)), Labels: map[string]string{
+		LabelJobSetName: job, LabelReplicatedJob: rj, LabelCompletionIndex: string(rune('0' + idx))}},
+		Status: corev1.PodStatus{Phase: phase}}
+}
+
+func TestObserve(t *testing.T) {
+	tj := func(nodes int32, suspend bool, conds ...metav1.Condition) *trainer.TrainJob {
+		return &trainer.TrainJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", CreationTimestamp: metav1.NewTime(time.Unix(900, 0)), Labels: map[string]string{LabelFramework: "torch"}},
+			Spec:       trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"}, Suspend: ptr.To(suspend), Trainer: &trainer.Trainer{NumNodes: ptr.To(nodes)}},
+			Status:     trainer.TrainJobStatus{Conditions: conds},
+		}
+	}
+	running := []corev1.Pod{pod("job", "node", 0, corev1.PodRunning), pod("job", "node", 1, corev1.PodRunning)}
+	cases := map[string]struct {
+		tj      *trainer.TrainJob
+		pods    []corev1.Pod
+		phase   Phase
+		reason  string
+		running int32
+	}{
+		"no pods yet":             {tj: tj(2, false), phase: PhasePending, reason: "Pending"},
+		"one of two running":      {tj: tj(2, false), pods: running[:1], phase: PhasePending, running: 1},
+		"all running":             {tj: tj(2, false), pods: running, phase: PhaseRunning, running: 2},
+		"other jobs' pods":        {tj: tj(1, false), pods: []corev1.Pod{pod("other", "node", 0, corev1.PodRunning)}, phase: PhasePending},
+		"initializer pods":        {tj: tj(1, false), pods: []corev1.Pod{pod("job", "dataset-initializer", 0, corev1.PodRunning)}, phase: PhasePending},
+		"mpi launcher counts":     {tj: tj(2, false), pods: []corev1.Pod{pod("job", "launcher", 0, corev1.PodRunning), pod("job", "node", 0, corev1.PodRunning)}, phase: PhaseRunning, running: 2},
+		"suspended by kueue":      {tj: tj(2, true, cond("Suspended", "True", "Suspended")), phase: PhaseSuspended, reason: "Suspended"},
+		"spec.suspend alone":      {tj: tj(2, true), phase: PhaseSuspended},
+		"resumed, running (#803)": {tj: tj(2, false, cond("Suspended", "False", "Resumed")), pods: running, phase: PhaseRunning, running: 2},
+		"complete after suspend (not by position)": {tj: tj(2, false, cond("Suspended", "False", "Resumed"), cond("Complete", "True", "AllJobsCompleted")),
+			pods: running, phase: PhaseSucceeded, reason: "AllJobsCompleted", running: 2},
+		"failed":                     {tj: tj(1, false, cond("Failed", "True", "FailedJobs")), phase: PhaseFailed, reason: "FailedJobs"},
+		"failed wins":                {tj: tj(1, false, cond("Complete", "True", "AllJobsCompleted"), cond("Failed", "True", "DeadlineExceeded")), phase: PhaseFailed, reason: "DeadlineExceeded"},
+		"failed false is not failed": {tj: tj(1, false, cond("Failed", "False", "x")), phase: PhasePending},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := Observe(tc.tj, tc.pods)
+			assert.Equal(t, tc.phase, o.Phase)
+			if tc.reason != "" {
+				assert.Equal(t, tc.reason, o.Reason)
+			}
+			assert.Equal(t, tc.running, o.RunningNodes)
+			assert.Equal(t, tc.phase.Terminal(), o.CompletionTime != nil)
+		})
+	}
+}
+
+func TestObserveFailedPodAndOutputs(t *testing.T) {
+	tj := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", CreationTimestamp: metav1.NewTime(time.Unix(1000, 0)),
+			Labels: map[string]string{LabelFramework: "jax", LabelNumNodes: "3"}},
+		Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "jax-distributed"}},
+		Status: trainer.TrainJobStatus{
+			Conditions:    []metav1.Condition{{Type: "Failed", Status: "True", Reason: "FailedJobs", Message: "boom", LastTransitionTime: metav1.NewTime(time.Unix(1090, 0))}},
+			TrainerStatus: &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](40), Metrics: []trainer.Metric{{Name: "loss", Value: "0.5"}}},
+		},
+	}
+	pods := []corev1.Pod{pod("job", "node", 0, corev1.PodSucceeded), pod("job", "node", 2, corev1.PodFailed), pod("job", "node", 1, corev1.PodSucceeded)}
+	o := Observe(tj, pods).WithLogTail("job-node-2", "Traceback\nValueError: x\n")
+	assert.Equal(t, "job-node-2", o.FailedPod)
+	assert.Equal(t, "boom\nlast lines of job-node-2:\nTraceback\nValueError: x", o.Message)
+	assert.Equal(t, map[string]string{
+		OutName: "job", OutNamespace: "ns", OutRuntime: "jax-distributed", OutFramework: "jax", OutPhase: "Failed", OutReason: "FailedJobs",
+		OutMessage: o.Message, OutStartTime: "1970-01-01T00:16:40Z", OutCompletionTime: "1970-01-01T00:18:10Z", OutDuration: "90",
+		OutNumNodes: "3", OutProgress: "40", OutMetrics: `{"loss":"0.5"}`,
+	}, o.Outputs())
+	assert.Len(t, o.Outputs(), len(OutputNames))
+}
