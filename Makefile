@@ -18,6 +18,8 @@ KUBEBUILDER_ASSETS ?= $(CACHE_DIR)/k8s/v$(K8S_VERSION)
 export KUBEBUILDER_ASSETS
 
 IMAGE ?= trainstep:dev
+# benchstat, pinned: @latest may resolve to something else through the proxy.
+BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
 BIN   := bin/executor
 
 # Each face adds its own asset targets (engine binaries) to TEST_ASSETS in hack/make/<face>.mk.
@@ -59,7 +61,9 @@ test-e2e: build test-assets
 	go test -count=1 -timeout 20m ./test/e2e/...
 
 bench: test-assets ## benchmarks side by side; compare runs with benchstat
-	go test -run '^$$' -bench . -benchtime 200x -count 5 ./test/integration/core/ | tee bench.out
+	go test -run '^$$' -bench . -benchtime 30x -count 6 ./test/integration/core/ | tee bench.out
+	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) -col /wait bench.out || true
+	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) -col /submit bench.out
 
 clean:
 	rm -rf bin bench.out

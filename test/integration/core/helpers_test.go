@@ -18,7 +18,7 @@ func planner() *trainjob.Planner {
 	return &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: env.Client}}
 }
 
-func parse(t *testing.T, y string) *step.Spec {
+func parse(t testing.TB, y string) *step.Spec {
 	t.Helper()
 	s, err := step.Parse([]byte(y))
 	require.NoError(t, err)
