@@ -26,7 +26,7 @@ BIN   := bin/executor
 TEST_ASSETS := control-plane trainer-modules
 include $(wildcard hack/make/*.mk)
 
-.PHONY: all build image test test-assets test-unit test-integration test-e2e bench lint control-plane trainer-modules clean
+.PHONY: schema all build image test test-assets test-unit test-integration test-e2e bench lint control-plane trainer-modules clean
 
 all: build
 
@@ -67,3 +67,6 @@ bench: test-assets ## benchmarks side by side; compare runs with benchstat
 
 clean:
 	rm -rf bin bench.out
+
+schema: ## regenerate schemas/step.schema.json from the Go types
+	UPDATE_SCHEMA=1 go test -count=1 -run TestSchemaIsCurrent ./internal/schema/

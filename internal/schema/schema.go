@@ -1,0 +1,164 @@
+// Package schema derives the JSON Schema of a training step from the Go types that parse it, so
+// the schema editors use can never drift from what trainstep accepts.
+package schema
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/trainers"
+)
+
+// descriptions are shown by editors; keys are JSON field names.
+var descriptions = map[string]string{
+	"framework":         "Picks the trainer (torch→TorchTrainer, mpi→MPITrainer, deepspeed→DeepSpeedTrainer, jax→JAXTrainer, xgboost→XGBoostTrainer, torchtune→TorchTuneTrainer) and the runtimes discovery considers.",
+	"runtime":           "A (Cluster)TrainingRuntime to use instead of discovering one by its trainer.kubeflow.org/framework label.",
+	"trainer":           "The trainer: its kind (optional when framework is set) and its fields.",
+	"kind":              "Trainer kind, or runtime kind (ClusterTrainingRuntime / TrainingRuntime).",
+	"runtimeConfig":     "How the environment is prepared (KEP-285 RuntimeConfig): a set field replaces the trainer's field of the same name.",
+	"initializer":       "Dataset and model initializers of the runtime.",
+	"labels":            "Labels for the TrainJob's metadata.",
+	"annotations":       "Annotations for the TrainJob's metadata.",
+	"queueName":         "Kueue LocalQueue (label kueue.x-k8s.io/queue-name).",
+	"timeout":           "Bound on the whole step, e.g. 2h; the TrainJob is deleted when it passes unless keepOnTimeout.",
+	"keepOnTimeout":     "Leave the TrainJob running when the timeout passes.",
+	"func":              "Python source that defines the training function.",
+	"funcName":          "The function to call; optional when func defines exactly one top-level function.",
+	"funcArgs":          "Keyword arguments, passed as Python literals.",
+	"numNodes":          "Number of training nodes (spec.trainer.numNodes).",
+	"resourcesPerNode":  "Resources per node, requests = limits: cpu, memory, gpu (nvidia.com/gpu), storage, mig-<profile>, or any resource name.",
+	"image":             "Trainer image (spec.trainer.image); the runtime's image when empty.",
+	"env":               "Environment variables.",
+	"packagesToInstall": "pip packages installed before the function runs.",
+	"pipIndexUrls":      "pip index URLs: the first is --index-url, the rest --extra-index-url.",
+	"maxRestarts":       "torchrun --max-restarts (sent as PET_MAX_RESTARTS).",
+	"monitorInterval":   "torchrun --monitor-interval in seconds (sent as PET_MONITOR_INTERVAL).",
+	"numProcPerNode":    "Processes per node (spec.trainer.numProcPerNode).",
+	"deepspeedConfig":   "DeepSpeed config object (or a path in the image); reaches the function as env DEEPSPEED_CONFIG.",
+	"command":           "Container command (CustomTrainerContainer).",
+	"args":              "Container args (CustomTrainerContainer).",
+	"config":            "torchtune config overrides, key=value (nested keys with dots).",
+	"storageUri":        "Where to download from, e.g. hf://tatsu-lab/alpaca or s3://bucket/path.",
+	"secretRef":         "A Secret in the step's namespace whose keys become the initializer's env.",
+}
+
+// Step returns the JSON Schema (draft 2020-12) of a step for the given trainer registry.
+func Step(reg *trainers.Registry) map[string]any {
+	root := object(reflect.TypeOf(step.Spec{}))
+	root["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+	root["$id"] = "https://trainstep.dev/schemas/step.schema.json"
+	root["title"] = "trainstep training step"
+	props := root["properties"].(map[string]any)
+
+	trainerProps := map[string]any{}
+	for _, t := range []any{trainers.TorchTrainer{}, trainers.MPITrainer{}, trainers.DeepSpeedTrainer{}, trainers.ContainerTrainer{}, trainers.TorchTuneTrainer{}} {
+		for k, v := range object(reflect.TypeOf(t))["properties"].(map[string]any) {
+			trainerProps[k] = v
+		}
+	}
+	var kinds, frameworks []any
+	for _, r := range reg.Kinds() {
+		kinds = append(kinds, r.Kind)
+	}
+	for _, f := range reg.Frameworks() {
+		frameworks = append(frameworks, f)
+	}
+	trainerProps["kind"] = map[string]any{"type": "string", "enum": kinds, "description": descriptions["kind"]}
+	props["trainer"] = map[string]any{"type": "object", "properties": trainerProps, "additionalProperties": false, "description": descriptions["trainer"]}
+	props["framework"] = map[string]any{"type": "string", "description": descriptions["framework"], "examples": frameworks}
+	props["timeout"] = map[string]any{"type": []any{"string", "number"}, "description": descriptions["timeout"]}
+	props["runtime"].(map[string]any)["properties"].(map[string]any)["kind"] = map[string]any{"type": "string",
+		"enum": []any{step.ClusterTrainingRuntime, step.TrainingRuntime}}
+	root["required"] = []any{"trainer"}
+	return root
+}
+
+func object(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	addFields(t, props)
+	return map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+}
+
+func addFields(t reflect.Type, props map[string]any) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			addFields(deref(f.Type), props)
+			continue
+		}
+		if name == "" {
+			continue
+		}
+		s := typeSchema(f.Type)
+		if d, ok := descriptions[name]; ok {
+			s["description"] = d
+		}
+		props[name] = s
+	}
+}
+
+func deref(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+func typeSchema(t reflect.Type) map[string]any {
+	t = deref(t)
+	if t == reflect.TypeOf(json.Number("")) {
+		return map[string]any{"type": "number"}
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()) {
+		return map[string]any{} // decoded by its own code (Duration, TrainerSpec); Step fills these in
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return map[string]any{"type": "integer"}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.Slice:
+		return map[string]any{"type": "array", "items": typeSchema(t.Elem())}
+	case reflect.Map:
+		if t.Elem().Kind() == reflect.Interface {
+			return map[string]any{"type": "object"}
+		}
+		return map[string]any{"type": "object", "additionalProperties": typeSchema(t.Elem())}
+	case reflect.Struct:
+		return object(t)
+	}
+	return map[string]any{} // any value (funcArgs values, deepspeedConfig)
+}
+
+// Marshal renders the schema with sorted keys and a trailing newline.
+func Marshal(s map[string]any) ([]byte, error) {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// keys is used by tests to list a schema object's properties.
+func keys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
