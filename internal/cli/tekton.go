@@ -11,6 +11,8 @@ func newTektonControllerCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "tekton-controller",
 		Short: "Run the Tekton CustomRun controller (not built yet)",
-		RunE:  func(*cobra.Command, []string) error { return errors.New("the Tekton custom task controller is not built yet") },
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("the Tekton custom task controller is not built yet")
+		},
 	}
 }
