@@ -184,6 +184,42 @@ func numNodes(tj *trainer.TrainJob) int32 {
 	return 1
 }
 
+// ReasonResourcesCreationFailed is the Event the Trainer emits when it cannot create a job's
+// JobSet; no condition records it (trainer#2459), so a waiter would otherwise see Pending forever.
+const ReasonResourcesCreationFailed = "TrainJobResourcesCreationFailed"
+
+// WithEvents surfaces the newest resource-creation failure in a not-yet-running job's message.
+func (o Observation) WithEvents(events []corev1.Event) Observation {
+	if o.Phase != PhasePending {
+		return o
+	}
+	var newest *corev1.Event
+	for i := range events {
+		e := &events[i]
+		if e.Reason != ReasonResourcesCreationFailed || e.InvolvedObject.Name != o.Name {
+			continue
+		}
+		if newest == nil || eventTime(e).After(eventTime(newest)) {
+			newest = e
+		}
+	}
+	if newest != nil {
+		o.Reason = ReasonResourcesCreationFailed
+		o.Message += "; the Trainer cannot create its resources: " + newest.Message
+	}
+	return o
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	if !e.LastTimestamp.IsZero() {
+		return e.LastTimestamp.Time
+	}
+	if !e.EventTime.IsZero() {
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
 // WithLogTail adds a failing node's last log lines to the message.
 func (o Observation) WithLogTail(pod, tail string) Observation {
 	tail = strings.TrimRight(tail, "\n")

@@ -121,3 +121,22 @@ func TestObserveFailedPodAndOutputs(t *testing.T) {
 	}, o.Outputs())
 	assert.Len(t, o.Outputs(), len(OutputNames))
 }
+
+func TestWithEventsSurfacesResourceCreationFailures(t *testing.T) {
+	ev := func(name, reason, msg string, at int64) corev1.Event {
+		return corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "TrainJob", Name: name}, Reason: reason, Message: msg,
+			LastTimestamp: metav1.NewTime(time.Unix(at, 0))}
+	}
+	events := []corev1.Event{
+		ev("job", ReasonResourcesCreationFailed, "old: quota", 10),
+		ev("job", ReasonResourcesCreationFailed, "jobsets.jobset.x-k8s.io is forbidden", 20),
+		ev("job", "Created", "fine", 30),
+		ev("other", ReasonResourcesCreationFailed, "not ours", 40),
+	}
+	pending := Observation{Name: "job", Phase: PhasePending, Reason: "Pending", Message: "TrainJob job is starting: 0/1 nodes running"}
+	o := pending.WithEvents(events)
+	assert.Equal(t, ReasonResourcesCreationFailed, o.Reason)
+	assert.Equal(t, "TrainJob job is starting: 0/1 nodes running; the Trainer cannot create its resources: jobsets.jobset.x-k8s.io is forbidden", o.Message)
+	running := Observation{Name: "job", Phase: PhaseRunning, Message: "running"}
+	assert.Equal(t, running, running.WithEvents(events), "only a job that has not started is explained by it")
+}

@@ -63,13 +63,16 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 	pods := cache.NewSharedIndexInformer(listWatch(w.Client, &corev1.PodList{}, namespace, func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.Set{LabelJobSetName: name}.String()
 	}), &corev1.Pod{}, 0, cache.Indexers{})
-	for _, inf := range []cache.SharedIndexInformer{jobs, pods} {
+	events := cache.NewSharedIndexInformer(listWatch(w.Client, &corev1.EventList{}, namespace, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.Set{"involvedObject.kind": trainer.TrainJobKind, "involvedObject.name": name}.String()
+	}), &corev1.Event{}, 0, cache.Indexers{})
+	for _, inf := range []cache.SharedIndexInformer{jobs, pods, events} {
 		if _, err := inf.AddEventHandler(notify); err != nil {
 			return Observation{}, fmt.Errorf("watching TrainJob %s/%s: %w", namespace, name, err)
 		}
 		go inf.RunWithContext(ctx)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, pods.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, pods.HasSynced, events.HasSynced) {
 		return Observation{}, fmt.Errorf("watching TrainJob %s/%s: %w", namespace, name, context.Cause(ctx))
 	}
 
@@ -84,7 +87,7 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 			return last, fmt.Errorf("waiting for TrainJob %s/%s: %w", namespace, name, ErrDeleted)
 		}
 		tj := obj.(*trainer.TrainJob)
-		obs := Observe(tj, podsOf(pods.GetStore()))
+		obs := Observe(tj, listOf[corev1.Pod](pods.GetStore())).WithEvents(listOf[corev1.Event](events.GetStore()))
 		if deadline == nil && opts.Timeout > 0 {
 			left := tj.CreationTimestamp.Add(opts.Timeout).Sub(w.now())
 			timer := time.NewTimer(max(left, 0))
@@ -187,11 +190,11 @@ func poke(ch chan struct{}) {
 	}
 }
 
-func podsOf(s cache.Store) []corev1.Pod {
+func listOf[T any](s cache.Store) []T {
 	items := s.List()
-	out := make([]corev1.Pod, 0, len(items))
+	out := make([]T, 0, len(items))
 	for _, it := range items {
-		out = append(out, *it.(*corev1.Pod))
+		out = append(out, *it.(*T))
 	}
 	return out
 }

@@ -45,6 +45,9 @@ const (
 	Fail       Mode = "Fail"
 	// Hold leaves the job running until Finish is called.
 	Hold Mode = "Hold"
+	// NoResources creates no pods, as when the Trainer cannot create the JobSet (it then only
+	// emits an Event).
+	NoResources Mode = "NoResources"
 )
 
 // Behavior is the fate of one TrainJob.
@@ -129,6 +132,13 @@ func (s *Simulator) reconcile(ctx context.Context, req reconcile.Request) (recon
 			return reconcile.Result{}, err
 		}
 	}
+	b := Behavior{Mode: RunLocally}
+	if s.Decide != nil {
+		b = s.Decide(tj)
+	}
+	if b.Mode == NoResources {
+		return reconcile.Result{}, nil
+	}
 	rt, err := s.runtime(ctx, tj)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -136,10 +146,6 @@ func (s *Simulator) reconcile(ctx context.Context, req reconcile.Request) (recon
 	pods, err := s.ensurePods(ctx, tj, rt)
 	if err != nil {
 		return reconcile.Result{}, err
-	}
-	b := Behavior{Mode: RunLocally}
-	if s.Decide != nil {
-		b = s.Decide(tj)
 	}
 	switch b.Mode {
 	case Hold:

@@ -35,6 +35,8 @@ func decide(tj *trainer.TrainJob) trainersim.Behavior {
 	switch tj.Labels[SimMode] {
 	case "hold":
 		return trainersim.Behavior{Mode: trainersim.Hold}
+	case "no-resources":
+		return trainersim.Behavior{Mode: trainersim.NoResources}
 	case "succeed":
 		return trainersim.Behavior{Mode: trainersim.Succeed}
 	case "fail":

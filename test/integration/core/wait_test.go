@@ -8,7 +8,9 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -207,4 +209,31 @@ func TestDeletedWhileWaiting(t *testing.T) {
 	require.NoError(t, trainjob.Delete(t.Context(), env.Client, ns, tj.Name))
 	r := result(t, done)
 	assert.ErrorIs(t, r.err, trainjob.ErrDeleted)
+}
+
+// The Trainer reports a JobSet it cannot create only as an Event; the wait shows it.
+func TestResourceCreationFailureEventIsReported(t *testing.T) {
+	ns := env.Namespace(t)
+	_, tj := submit(t, ns, "framework: jax\nlabels: {sim-mode: no-resources}\ntrainer: {func: \"def f(): pass\"}")
+	got := make(chan trainjob.Observation, 16)
+	done := startWait(t, ns, tj.Name, trainjob.WaitOptions{OnChange: func(o trainjob.Observation) {
+		if o.Reason == trainjob.ReasonResourcesCreationFailed {
+			got <- o
+		}
+	}})
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: tj.Name + "-", Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{Kind: "TrainJob", APIVersion: trainer.GroupVersion.String(), Name: tj.Name, Namespace: ns, UID: tj.UID},
+		Reason:         trainjob.ReasonResourcesCreationFailed, Message: "admission webhook denied the JobSet", Type: corev1.EventTypeWarning,
+		LastTimestamp: metav1.Now(), Source: corev1.EventSource{Component: "trainer"},
+	}
+	require.NoError(t, env.Client.Create(t.Context(), ev))
+	select {
+	case o := <-got:
+		assert.Contains(t, o.Message, "the Trainer cannot create its resources: admission webhook denied the JobSet")
+	case <-time.After(testenv.Timeout):
+		t.Fatal("the wait never reported the event")
+	}
+	require.NoError(t, trainjob.Delete(t.Context(), env.Client, ns, tj.Name))
+	assert.ErrorIs(t, result(t, done).err, trainjob.ErrDeleted)
 }
