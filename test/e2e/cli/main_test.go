@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trainstep/trainstep/internal/testenv"
@@ -54,19 +53,10 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 		}
 	}()
-	if _, err := trainersim.Start(ctx, env.Config, decide); err != nil {
+	if _, err := trainersim.Start(ctx, env.Config, trainersim.ByLabel); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
 }
 
-func decide(tj *trainer.TrainJob) trainersim.Behavior {
-	switch tj.Labels["sim-mode"] {
-	case "hold":
-		return trainersim.Behavior{Mode: trainersim.Hold}
-	case "fail":
-		return trainersim.Behavior{Mode: trainersim.Fail}
-	}
-	return trainersim.Behavior{Mode: trainersim.RunLocally}
-}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -27,23 +26,6 @@ var (
 	wc   client.WithWatch
 )
 
-// SimMode is the label a test puts on a step to tell the simulator what its TrainJob does
-// (hold, succeed, fail); without it the trainer command really runs, locally.
-const SimMode = "sim-mode"
-
-func decide(tj *trainer.TrainJob) trainersim.Behavior {
-	switch tj.Labels[SimMode] {
-	case "hold":
-		return trainersim.Behavior{Mode: trainersim.Hold}
-	case "no-resources":
-		return trainersim.Behavior{Mode: trainersim.NoResources}
-	case "succeed":
-		return trainersim.Behavior{Mode: trainersim.Succeed}
-	case "fail":
-		return trainersim.Behavior{Mode: trainersim.Fail, Log: []string{"Traceback (most recent call last):", "RuntimeError: CUDA out of memory"}}
-	}
-	return trainersim.Behavior{Mode: trainersim.RunLocally}
-}
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -71,7 +53,7 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 		}
 	}()
-	if sim, err = trainersim.Start(ctx, env.Config, decide); err != nil {
+	if sim, err = trainersim.Start(ctx, env.Config, trainersim.ByLabel); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
