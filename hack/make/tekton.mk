@@ -1,0 +1,14 @@
+# The Tekton face (plugin/tekton): its end-to-end tests run Tekton's own pipelines controller,
+# built once from the pinned module into the cache (hack/build-tekton.sh).
+TEKTON_VERSION ?= v1.3.0
+export TEKTON_ASSETS := $(CACHE_DIR)/tekton/$(TEKTON_VERSION)
+
+TEST_ASSETS += tekton-controller
+
+.PHONY: tekton-controller
+tekton-controller: ## Tekton's pipelines controller, for test/e2e/tekton
+	bash hack/build-tekton.sh "$(TEKTON_ASSETS)" $(TEKTON_VERSION)
+
+.PHONY: bench-tekton
+bench-tekton: test-assets ## the Tekton face with 1,000 concurrent CustomRuns: notice latency, RSS, API requests
+	go test -run '^$$' -bench BenchmarkConcurrentRuns -benchtime 1000x -count 1 -timeout 30m ./test/integration/tekton/ | tee bench-tekton.out

@@ -1,0 +1,251 @@
+// Package tekton is trainstep's Tekton face: a controller that runs tekton.dev/v1beta1
+// CustomRuns naming trainstep's apiVersion and kind as Kubeflow Trainer TrainJobs, through the
+// core's one path (params → step → plan → TrainJob → submit → observe → results).
+//
+// It is a controller-runtime controller over trainstep's own copy of the CustomRun JSON
+// (api/v1beta1), not a knative one over Tekton's Go types: the contract is the JSON and the
+// status subresource, and this keeps knative's 600+ packages out of the executor. The knative
+// generated reconciler's generation-reset trap does not arise, and terminal is final anyway.
+package tekton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/trainers"
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+)
+
+// Name is the controller's name: in logs, metrics, Events and the leader election lease.
+const Name = "trainstep-tekton"
+
+// Options configure the controller. The zero value is usable after Default.
+type Options struct {
+	// MetricsAddr serves /metrics ("0" turns it off).
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz ("0" turns it off).
+	ProbeAddr string
+	// LeaderElection makes only one replica reconcile at a time.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	// Namespaces limits the CustomRuns (and TrainJobs) watched; empty means all.
+	Namespaces []string
+	// Workers is how many CustomRuns are reconciled at once.
+	Workers int
+	// QPS and Burst bound the controller's client (client-go's default of 5 QPS would add
+	// 200 ms to every status write under load).
+	QPS   float32
+	Burst int
+
+	// Test seams: where failing pods' logs come from (the kubelet through the apiserver when
+	// nil), the clock, and where metrics register (controller-runtime's registry when nil).
+	Logs       trainjob.LogSource
+	Clock      clock.PassiveClock
+	Registerer prometheus.Registerer
+}
+
+// Default fills in the unset fields.
+func (o *Options) Default() {
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = ":8080"
+	}
+	if o.ProbeAddr == "" {
+		o.ProbeAddr = ":8081"
+	}
+	if o.Workers == 0 {
+		o.Workers = 8
+	}
+	if o.QPS == 0 {
+		o.QPS = 50
+	}
+	if o.Burst == 0 {
+		o.Burst = 100
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Registerer == nil {
+		o.Registerer = ctrlmetrics.Registry
+	}
+}
+
+// Validate reports settings that cannot work.
+func (o Options) Validate() error {
+	var errs field.ErrorList
+	if o.Workers < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("workers"), o.Workers, "must be 1 or more"))
+	}
+	if o.QPS < 0 || o.Burst < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("qps"), o.QPS, "QPS and burst must not be negative"))
+	}
+	return errs.ToAggregate()
+}
+
+// Scheme knows the types the controller reads and writes.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, v1beta1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("building the controller's scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// New builds a manager running the controller, with leader election, probes and metrics as
+// the options say. Start it with mgr.Start(ctx).
+func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
+	opts.Default()
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid Tekton controller options: %w", err)
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	cacheOpts := cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			// Only trainstep's own Tekton TrainJobs, and only pods JobSet made.
+			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(labels.Set{
+				trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine})},
+			&corev1.Pod{}: {Label: existsSelector(trainjob.LabelJobSetName)},
+		},
+	}
+	if len(opts.Namespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range opts.Namespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        opts.ProbeAddr,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              Name,
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the controller manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding /healthz: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("informer caches have not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("adding /readyz: %w", err)
+	}
+	if err := Setup(mgr, opts); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+func existsSelector(key string) labels.Selector {
+	req, err := labels.NewRequirement(key, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant, valid key
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+// Setup adds the CustomRun controller to a manager whose scheme is Scheme().
+func Setup(mgr manager.Manager, opts Options) error {
+	opts.Default()
+	m := newMetrics()
+	if err := m.register(opts.Registerer); err != nil {
+		return fmt.Errorf("registering the Tekton controller's metrics: %w", err)
+	}
+	logs := opts.Logs
+	if logs == nil {
+		kube, err := kubernetesClient(mgr.GetConfig())
+		if err != nil {
+			return err
+		}
+		logs = trainjob.KubeletLogs{Client: kube}
+	}
+	r := &Reconciler{
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		planner:   &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: mgr.GetClient()}},
+		logs:      logs,
+		clock:     opts.Clock,
+		recorder:  mgr.GetEventRecorder(Name),
+		metrics:   m,
+	}
+	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		run, ok := o.(*v1beta1.CustomRun)
+		return ok && run.RefersTo(APIVersion, Kind)
+	})
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&v1beta1.CustomRun{}, builder.WithPredicates(ours)).
+		Owns(&trainer.TrainJob{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podOwner)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("setting up the CustomRun controller: %w", err)
+	}
+	return nil
+}
+
+// podOwner maps a JobSet pod to the CustomRun that owns its TrainJob (pods carry the TrainJob
+// name as jobset-name; the TrainJob carries the controller reference to the CustomRun).
+func (r *Reconciler) podOwner(ctx context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[trainjob.LabelJobSetName]
+	if name == "" {
+		return nil
+	}
+	tj := &trainer.TrainJob{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, tj); err != nil {
+		return nil
+	}
+	for _, ref := range tj.OwnerReferences {
+		if ptr.Deref(ref.Controller, false) && ref.Kind == "CustomRun" && ref.APIVersion == v1beta1.GroupVersion.String() {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: tj.Namespace, Name: ref.Name}}}
+		}
+	}
+	return nil
+}

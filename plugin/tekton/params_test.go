@@ -1,0 +1,117 @@
+package tekton
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+)
+
+func mustRun(t *testing.T, y string) *v1beta1.CustomRun {
+	t.Helper()
+	run := &v1beta1.CustomRun{}
+	require.NoError(t, yaml.UnmarshalStrict([]byte(y), run))
+	return run
+}
+
+func TestSpecFromRun(t *testing.T) {
+	cases := map[string]struct {
+		run  string
+		want string // the step as JSON
+	}{
+		"path params, typed by the step": {
+			run: `spec:
+  params:
+  - {name: framework, value: jax}
+  - {name: trainer.numNodes, value: "2"}
+  - {name: trainer.func, value: "def f(): pass"}
+  - {name: labels, value: {team: "42", sim: "true"}}
+  - {name: initializer.dataset.storageUri, value: "123"}
+  - {name: runtimeConfig.packagesToInstall, value: [numpy, "1"]}`,
+			want: `{"framework":"jax","trainer":{"func":"def f(): pass","numNodes":2},"labels":{"sim":"true","team":"42"},
+				"initializer":{"dataset":{"storageUri":"123"}},"runtimeConfig":{"packagesToInstall":["numpy","1"]}}`,
+		},
+		"object param into trainer fields reads numbers": {
+			run: `spec:
+  params:
+  - {name: framework, value: jax}
+  - {name: trainer.func, value: "def f(epochs, lr, name): pass"}
+  - {name: trainer.funcArgs, value: {epochs: "3", lr: "0.5", name: run-1}}`,
+			want: `{"framework":"jax","trainer":{"func":"def f(epochs, lr, name): pass","funcArgs":{"epochs":3,"lr":0.5,"name":"run-1"}}}`,
+		},
+		"step param, overridden by a path param whatever the order": {
+			run: `spec:
+  params:
+  - {name: trainer.numNodes, value: "4"}
+  - name: step
+    value: |
+      framework: jax
+      trainer: {func: "def f(): pass", numNodes: 1}`,
+			want: `{"framework":"jax","trainer":{"func":"def f(): pass","numNodes":4}}`,
+		},
+		"customSpec, params over it": {
+			run: `spec:
+  customSpec:
+    apiVersion: trainstep.dev/v1alpha1
+    kind: TrainStep
+    spec: {framework: jax, trainer: {func: "def f(): pass"}, labels: {a: b}}
+  params:
+  - {name: labels.c, value: d}`,
+			want: `{"framework":"jax","trainer":{"func":"def f(): pass"},"labels":{"a":"b","c":"d"}}`,
+		},
+		"trainer kind stays a string": {
+			run: `spec:
+  params:
+  - {name: trainer.kind, value: "123"}
+  - {name: trainer.image, value: img}`,
+			want: `{"trainer":{"kind":"123","image":"img"}}`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, _, err := specFromRun(mustRun(t, tc.run))
+			require.NoError(t, err)
+			got, err := json.Marshal(s)
+			require.NoError(t, err)
+			assert.JSONEq(t, tc.want, string(got))
+		})
+	}
+}
+
+func TestSpecFromRunNamesTheParam(t *testing.T) {
+	cases := map[string]struct {
+		run  string
+		want []string
+	}{
+		"unknown field":      {run: "spec:\n  params:\n  - {name: framwork, value: jax}", want: []string{`param "framwork"`}},
+		"wrong type":         {run: "spec:\n  params:\n  - {name: timeout, value: soon}", want: []string{`param "timeout"`}},
+		"step not YAML":      {run: "spec:\n  params:\n  - {name: step, value: 'a: [b'}", want: []string{`param "step"`, "not valid YAML"}},
+		"step is an array":   {run: "spec:\n  params:\n  - {name: step, value: [a]}", want: []string{`param "step"`, "not an array"}},
+		"bad name":           {run: "spec:\n  params:\n  - {name: 'a b', value: x}", want: []string{`param "a b"`, "dotted path"}},
+		"given twice":        {run: "spec:\n  params:\n  - {name: framework, value: jax}\n  - {name: framework, value: torch}", want: []string{`param "framework": given twice`}},
+		"error inside step":  {run: "spec:\n  params:\n  - {name: step, value: 'bogus: 1'}", want: []string{`param "step"`, "bogus"}},
+		"customSpec not obj": {run: "spec:\n  customSpec: {apiVersion: a, kind: b, spec: [1]}", want: []string{"customSpec.spec"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := specFromRun(mustRun(t, tc.run))
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestTruncateKeepsTheTail(t *testing.T) {
+	long := "head\n" + string(make([]byte, 3*maxMessage)) + "\nRuntimeError: the end"
+	got := truncate(long)
+	assert.LessOrEqual(t, len(got), maxMessage)
+	assert.Contains(t, got, "head")
+	assert.Contains(t, got, "RuntimeError: the end")
+	assert.Equal(t, "short", truncate("short"))
+}

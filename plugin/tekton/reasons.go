@@ -1,0 +1,39 @@
+package tekton
+
+// APIVersion and Kind are what a PipelineTask's taskRef (or taskSpec) names to run a trainstep
+// step as a Tekton custom task.
+const (
+	APIVersion = "trainstep.dev/v1alpha1"
+	Kind       = "TrainStep"
+)
+
+// Condition reasons on the CustomRun's Succeeded condition. While the TrainJob runs the reason
+// is the core's phase (Pending, Suspended, Running); on failure it is the core's reason (the
+// Trainer's, e.g. FailedJobs). Cancel and timeout use the exact strings Tekton matches.
+const (
+	ReasonStarted       = "Started"
+	ReasonRetrying      = "Retrying"
+	ReasonSucceeded     = "Succeeded"
+	ReasonFailed        = "Failed"
+	ReasonInvalidParams = "InvalidParams"
+	// ReasonWorkspaceNotSupported is Tekton's own reason for a custom task without workspaces.
+	ReasonWorkspaceNotSupported = "CustomRunWorkspaceNotSupported"
+	ReasonTrainJobDeleted       = "TrainJobDeleted"
+	ReasonNameTaken             = "TrainJobNameTaken"
+	ReasonCancelled             = "CustomRunCancelled"
+	ReasonTimedOut              = "CustomRunTimedOut"
+	ReasonTrainJobCreated       = "TrainJobCreated"
+	ReasonTrainJobDeletion      = "TrainJobDeleted"
+)
+
+// maxMessage bounds a condition message; the log tail is at the end, so the middle goes.
+const maxMessage = 8 << 10
+
+func truncate(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	const cut = "\n…(truncated)…\n"
+	head := maxMessage / 4
+	return s[:head] + cut + s[len(s)-(maxMessage-head-len(cut)):]
+}

@@ -1,0 +1,459 @@
+package tekton
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+)
+
+// Engine is the identity engine of TrainJobs this face creates (label trainstep.dev/engine).
+const Engine = "tekton"
+
+// Reconciler drives one CustomRun: it is a run of early returns — gone, not ours, finished,
+// cancelled, bad params, timed out, then create-or-observe the TrainJob of the current attempt.
+type Reconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	planner   *trainjob.Planner
+	logs      trainjob.LogSource
+	clock     clock.PassiveClock
+	recorder  events.EventRecorder
+	metrics   *metrics
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// extraFields is trainstep's record in status.extraFields.
+type extraFields struct {
+	// TrainJob is the current attempt's TrainJob, once created.
+	TrainJob string `json:"trainJob,omitempty"`
+	// Terminal is the final condition, kept so it can be re-asserted unchanged (terminal is final).
+	Terminal *v1beta1.Condition `json:"terminal,omitempty"`
+}
+
+// event is sent after the status write that it reports has succeeded.
+type event struct {
+	kind, reason, action, note string
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	defer func() {
+		switch {
+		case err != nil:
+			r.metrics.reconciles.WithLabelValues("error").Inc()
+		case res.RequeueAfter > 0:
+			r.metrics.reconciles.WithLabelValues("requeue").Inc()
+		default:
+			r.metrics.reconciles.WithLabelValues("ok").Inc()
+		}
+	}()
+	run := &v1beta1.CustomRun{}
+	if err := r.client.Get(ctx, req.NamespacedName, run); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.metrics.forget(req.NamespacedName)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("reading CustomRun %s: %w", req, err)
+	}
+	if !run.RefersTo(APIVersion, Kind) {
+		return reconcile.Result{}, nil
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("customRun", klog.KObj(run))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	before := run.DeepCopy()
+	st := &state{run: run, extra: decodeExtra(run), now: r.clock.Now()}
+	res, err = r.reconcile(ctx, st)
+	st.encodeExtra()
+	if err == nil {
+		run.Status.ObservedGeneration = run.Generation // this spec (a cancel patch, say) has been acted on
+	}
+	if !equality.Semantic.DeepEqual(before.Status, run.Status) {
+		if uerr := r.client.Status().Update(ctx, run); uerr != nil {
+			if apierrors.IsConflict(uerr) {
+				// A newer run is on its way to us through the watch; act on that one.
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, errors.Join(err, fmt.Errorf("writing the status of CustomRun %s: %w", req, uerr))
+		}
+	}
+	for _, e := range st.events {
+		r.recorder.Eventf(run, nil, e.kind, e.reason, e.action, "%s", e.note)
+	}
+	if run.Status.CompletionTime != nil {
+		r.metrics.forget(req.NamespacedName)
+	}
+	return res, err
+}
+
+// state is one reconcile's view: the run being mutated in memory, and what to report after.
+type state struct {
+	run    *v1beta1.CustomRun
+	extra  extraFields
+	now    time.Time
+	events []event
+}
+
+func decodeExtra(run *v1beta1.CustomRun) extraFields {
+	var x extraFields
+	if len(run.Status.ExtraFields.Raw) > 0 {
+		_ = json.Unmarshal(run.Status.ExtraFields.Raw, &x) // someone else's fields: start afresh
+	}
+	return x
+}
+
+// encodeExtra writes the record back, leaving the stored bytes alone when they say the same
+// (the apiserver returns the JSON re-encoded, so bytes alone would differ and cause writes).
+func (s *state) encodeExtra() {
+	if s.extra == (extraFields{}) && len(s.run.Status.ExtraFields.Raw) == 0 {
+		return
+	}
+	if old := decodeExtra(s.run); equality.Semantic.DeepEqual(old, s.extra) {
+		return
+	}
+	b, _ := json.Marshal(s.extra) // plain strings and a condition always marshal
+	s.run.Status.ExtraFields = runtime.RawExtension{Raw: b}
+}
+
+func (s *state) event(kind, reason, action, note string) {
+	s.events = append(s.events, event{kind: kind, reason: reason, action: action, note: note})
+}
+
+func (s *state) setUnknown(reason, msg string) {
+	s.run.Status.SetSucceeded(v1beta1.Condition{Status: corev1.ConditionUnknown, Reason: reason, Message: truncate(msg),
+		LastTransitionTime: metav1.NewTime(s.now)})
+}
+
+// finish ends the run for good: condition, completion time and the terminal record together.
+func (s *state) finish(status corev1.ConditionStatus, reason, msg string) {
+	now := metav1.NewTime(s.now)
+	s.run.Status.SetSucceeded(v1beta1.Condition{Status: status, Reason: reason, Message: truncate(msg), LastTransitionTime: now})
+	s.run.Status.CompletionTime = &now
+	c := *s.run.Status.Succeeded()
+	s.extra.Terminal = &c
+	kind := corev1.EventTypeNormal
+	if status != corev1.ConditionTrue {
+		kind = corev1.EventTypeWarning
+	}
+	s.event(kind, reason, "Finish", msg)
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result, error) {
+	run := s.run
+	// Terminal is final: a later cancel patch (Tekton patches every child, finished or not) or a
+	// status reset by someone else changes nothing; the stored outcome is re-asserted.
+	if run.Status.CompletionTime != nil {
+		if t := s.extra.Terminal; t != nil {
+			if c := run.Status.Succeeded(); c == nil {
+				run.Status.Conditions = append(run.Status.Conditions, *t)
+			} else if *c != *t {
+				*c = *t
+			}
+		}
+		return reconcile.Result{}, nil
+	}
+	if run.IsCancelled() {
+		return reconcile.Result{}, r.cancel(ctx, s)
+	}
+	if len(run.Spec.Workspaces) > 0 {
+		s.finish(corev1.ConditionFalse, ReasonWorkspaceNotSupported,
+			"trainstep does not mount Tekton workspaces into TrainJobs; pass data by URI (initializer.dataset.storageUri or a param) instead")
+		return reconcile.Result{}, nil
+	}
+	if run.Status.Succeeded() == nil {
+		start := metav1.NewTime(s.now)
+		run.Status.StartTime = &start
+		s.setUnknown(ReasonStarted, "planning the TrainJob")
+	}
+	if run.Status.StartTime == nil { // cleared by someone for a retry: the attempt starts now
+		start := metav1.NewTime(s.now)
+		run.Status.StartTime = &start
+	}
+
+	spec, sources, err := specFromRun(run)
+	if err != nil {
+		s.finish(corev1.ConditionFalse, ReasonInvalidParams, err.Error())
+		return reconcile.Result{}, nil
+	}
+	id := identity(run)
+	name := id.Name()
+	timeout := attemptTimeout(run, spec)
+	if timeout > 0 {
+		if left := run.Status.StartTime.Add(timeout).Sub(s.now); left <= 0 {
+			return reconcile.Result{}, r.timedOut(ctx, s, name, timeout, spec.KeepOnTimeout)
+		}
+	}
+
+	tj := &trainer.TrainJob{}
+	err = r.client.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, tj)
+	switch {
+	case apierrors.IsNotFound(err):
+		// Planned only when there is a TrainJob to create: a running job is not failed by a
+		// runtime edited after it started.
+		plan, err := r.planner.Plan(ctx, spec, run.Namespace)
+		if err != nil {
+			if step.IsInvalid(err) {
+				s.finish(corev1.ConditionFalse, ReasonInvalidParams, explain(err, sources).Error())
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, fmt.Errorf("planning the TrainJob: %w", err)
+		}
+		if err := r.ensureTrainJob(ctx, s, plan, id); err != nil {
+			return reconcile.Result{}, err
+		}
+		return r.requeueForTimeout(s, timeout), nil
+	case err != nil:
+		return reconcile.Result{}, fmt.Errorf("reading TrainJob %s/%s from the cache: %w", run.Namespace, name, err)
+	}
+	s.extra.TrainJob = name
+	if !id.Owns(tj.Labels) {
+		s.finish(corev1.ConditionFalse, ReasonNameTaken, fmt.Sprintf("%v: %s/%s", trainjob.ErrNameTaken, tj.Namespace, tj.Name))
+		return reconcile.Result{}, nil
+	}
+
+	pods := &corev1.PodList{}
+	if err := r.client.List(ctx, pods, client.InNamespace(run.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: name}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", run.Namespace, name, err)
+	}
+	obs := trainjob.Observe(tj, pods.Items)
+	r.metrics.setPhase(client.ObjectKeyFromObject(run), obs.Phase)
+	switch obs.Phase {
+	case trainjob.PhaseSucceeded:
+		run.Status.Results = results(obs.Outputs())
+		s.finish(corev1.ConditionTrue, ReasonSucceeded, obs.Message)
+		r.noticed(s, obs)
+		return reconcile.Result{}, nil
+	case trainjob.PhaseFailed:
+		obs = r.withLogTail(ctx, obs)
+		r.noticed(s, obs)
+		reason := obs.Reason
+		if reason == "" {
+			reason = ReasonFailed
+		}
+		s.retryOrFail(reason, obs.Message)
+		return reconcile.Result{}, nil
+	}
+	s.setUnknown(string(obs.Phase), obs.Message)
+	return r.requeueForTimeout(s, timeout), nil
+}
+
+func (r *Reconciler) noticed(s *state, obs trainjob.Observation) {
+	if obs.CompletionTime != nil {
+		r.metrics.notice.Observe(s.now.Sub(*obs.CompletionTime).Seconds())
+	}
+	if c := s.run.Status.Succeeded(); c != nil && s.run.Status.CompletionTime != nil {
+		r.metrics.finished.WithLabelValues(string(c.Status), c.Reason).Inc()
+	}
+}
+
+// requeueForTimeout wakes the run when its attempt's timeout passes: a timer, not a poll —
+// every other change arrives through the CustomRun, TrainJob and pod watches.
+func (r *Reconciler) requeueForTimeout(s *state, timeout time.Duration) reconcile.Result {
+	if timeout <= 0 || s.run.Status.StartTime == nil {
+		return reconcile.Result{}
+	}
+	return reconcile.Result{RequeueAfter: s.run.Status.StartTime.Add(timeout).Sub(s.now) + 10*time.Millisecond}
+}
+
+// ensureTrainJob submits the attempt's TrainJob. The cache said it is not there; the
+// apiserver has the last word (a restarted controller, or a cache that lags our own create).
+func (r *Reconciler) ensureTrainJob(ctx context.Context, s *state, plan *trainjob.Plan, id trainjob.Identity) error {
+	run := s.run
+	name := id.Name()
+	if s.extra.TrainJob == name {
+		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, &trainer.TrainJob{})
+		switch {
+		case err == nil:
+			return nil // the cache lags our create; the watch brings it
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("reading TrainJob %s/%s: %w", run.Namespace, name, err)
+		}
+		s.event(corev1.EventTypeWarning, ReasonTrainJobDeleted, "Observe", fmt.Sprintf("TrainJob %s was deleted before it finished", name))
+		s.retryOrFail(ReasonTrainJobDeleted, fmt.Sprintf("TrainJob %s/%s was deleted before it finished", run.Namespace, name))
+		return nil
+	}
+	tj, created, err := trainjob.Submit(ctx, submitClient{Reader: r.apiReader, Client: r.client}, plan.TrainJob(id), id)
+	if err != nil {
+		if errors.Is(err, trainjob.ErrNameTaken) {
+			s.finish(corev1.ConditionFalse, ReasonNameTaken, err.Error())
+			return nil
+		}
+		return fmt.Errorf("submitting the TrainJob: %w", err)
+	}
+	s.extra.TrainJob = tj.Name
+	if created {
+		msg := fmt.Sprintf("created TrainJob %s (runtime %s, %d nodes)", tj.Name, plan.Runtime.Name, plan.NumNodes())
+		if a := len(run.Status.RetriesStatus); a > 0 {
+			msg += fmt.Sprintf(", attempt %d of %d", a+1, run.Spec.Retries+1)
+		}
+		s.event(corev1.EventTypeNormal, ReasonTrainJobCreated, "Create", msg)
+		ctrl.LoggerFrom(ctx).Info("created TrainJob", "trainJob", klog.KObj(tj), "attempt", len(run.Status.RetriesStatus))
+	}
+	r.metrics.setPhase(client.ObjectKeyFromObject(run), trainjob.PhasePending)
+	s.setUnknown(string(trainjob.PhasePending), fmt.Sprintf("TrainJob %s is starting: 0/%d nodes running", tj.Name, plan.NumNodes()))
+	return nil
+}
+
+// submitClient reads from the apiserver and writes through the manager's client.
+type submitClient struct {
+	client.Reader
+	Client client.Client
+}
+
+func (c submitClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+// retryOrFail archives the attempt and starts the next while retries are left, else fails.
+func (s *state) retryOrFail(reason, msg string) {
+	run := s.run
+	if len(run.Status.RetriesStatus) >= run.Spec.Retries {
+		s.finish(corev1.ConditionFalse, reason, msg)
+		return
+	}
+	now := metav1.NewTime(s.now)
+	archived := v1beta1.CustomRunStatus{
+		ObservedGeneration: run.Status.ObservedGeneration,
+		StartTime:          run.Status.StartTime,
+		CompletionTime:     &now,
+		Results:            run.Status.Results,
+		Conditions: []v1beta1.Condition{{Type: v1beta1.ConditionSucceeded, Status: corev1.ConditionFalse,
+			Reason: reason, Message: truncate(msg), LastTransitionTime: now}},
+	}
+	if x, err := json.Marshal(extraFields{TrainJob: s.extra.TrainJob}); err == nil && s.extra.TrainJob != "" {
+		archived.ExtraFields = runtime.RawExtension{Raw: x}
+	}
+	run.Status.RetriesStatus = append(run.Status.RetriesStatus, archived)
+	run.Status.Results = nil
+	run.Status.StartTime = &now // the next attempt, and its timeout, start now
+	s.extra.TrainJob = ""
+	note := fmt.Sprintf("attempt %d of %d failed (%s: %s); starting attempt %d",
+		len(run.Status.RetriesStatus), run.Spec.Retries+1, reason, firstLine(msg), len(run.Status.RetriesStatus)+1)
+	s.setUnknown(ReasonRetrying, note)
+	s.event(corev1.EventTypeWarning, ReasonRetrying, "Retry", note)
+}
+
+func firstLine(s string) string {
+	for i, c := range s {
+		if c == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// cancel deletes the TrainJob and ends the run with the reason Tekton matches.
+func (r *Reconciler) cancel(ctx context.Context, s *state) error {
+	run := s.run
+	if err := r.deleteTrainJob(ctx, s, identity(run).Name()); err != nil {
+		return err
+	}
+	msg := run.Spec.StatusMessage
+	if msg == "" {
+		msg = "CustomRun cancelled (spec.status RunCancelled)"
+	}
+	if s.extra.TrainJob != "" {
+		msg += fmt.Sprintf("; TrainJob %s deleted", s.extra.TrainJob)
+	}
+	s.finish(corev1.ConditionFalse, ReasonCancelled, msg)
+	return nil
+}
+
+func (r *Reconciler) timedOut(ctx context.Context, s *state, name string, timeout time.Duration, keep bool) error {
+	msg := fmt.Sprintf("attempt %d timed out after %s", len(s.run.Status.RetriesStatus)+1, timeout)
+	if keep {
+		msg += fmt.Sprintf("; TrainJob %s kept (keepOnTimeout)", name)
+	} else {
+		if err := r.deleteTrainJob(ctx, s, name); err != nil {
+			return err
+		}
+		msg += fmt.Sprintf("; TrainJob %s deleted", name)
+	}
+	s.retryOrFail(ReasonTimedOut, msg)
+	return nil
+}
+
+func (r *Reconciler) deleteTrainJob(ctx context.Context, s *state, name string) error {
+	err := trainjob.Delete(ctx, r.client, s.run.Namespace, name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting TrainJob %s/%s: %w", s.run.Namespace, name, err)
+	}
+	if err == nil && s.extra.TrainJob == name {
+		s.event(corev1.EventTypeNormal, ReasonTrainJobDeletion, "Delete", fmt.Sprintf("deleted TrainJob %s", name))
+	}
+	return nil
+}
+
+func (r *Reconciler) withLogTail(ctx context.Context, obs trainjob.Observation) trainjob.Observation {
+	if obs.FailedPod == "" {
+		return obs
+	}
+	tail, err := r.logs.Tail(ctx, obs.Namespace, obs.FailedPod, trainjob.NodeContainer, trainjob.TailLines)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("no log tail for the failure message", "pod", obs.FailedPod, "error", err.Error())
+		return obs
+	}
+	return obs.WithLogTail(obs.FailedPod, tail)
+}
+
+// identity is the CustomRun's step: the run's UID (stable across controller restarts), its name
+// for a readable TrainJob name, and the attempt, len(status.retriesStatus).
+func identity(run *v1beta1.CustomRun) trainjob.Identity {
+	return trainjob.Identity{
+		Engine:   Engine,
+		OwnerUID: string(run.UID),
+		StepKey:  run.Name,
+		Attempt:  len(run.Status.RetriesStatus),
+		Owner: &metav1.OwnerReference{
+			APIVersion:         v1beta1.GroupVersion.String(),
+			Kind:               "CustomRun",
+			Name:               run.Name,
+			UID:                run.UID,
+			Controller:         ptr.To(true),
+			BlockOwnerDeletion: ptr.To(true),
+		},
+	}
+}
+
+// attemptTimeout is the per-attempt bound: spec.timeout (Tekton's 60 minutes when unset, none
+// when 0), tightened by the step's own timeout if it sets one.
+func attemptTimeout(run *v1beta1.CustomRun, spec *step.Spec) time.Duration {
+	t := time.Duration(v1beta1.DefaultTimeoutMinutes) * time.Minute
+	if run.Spec.Timeout != nil {
+		t = run.Spec.Timeout.Duration
+	}
+	if spec.Timeout != nil && spec.Timeout.Duration > 0 && (t == 0 || spec.Timeout.Duration < t) {
+		t = spec.Timeout.Duration
+	}
+	return t
+}
+
+// results are the core's outputs, every name always present, in the core's stable order.
+func results(out map[string]string) []v1beta1.CustomRunResult {
+	res := make([]v1beta1.CustomRunResult, 0, len(trainjob.OutputNames))
+	for _, n := range trainjob.OutputNames {
+		res = append(res, v1beta1.CustomRunResult{Name: n, Value: out[n]})
+	}
+	return res
+}

@@ -1,0 +1,396 @@
+package tekton_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/testenv"
+	"github.com/trainstep/trainstep/internal/trainersim"
+	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+)
+
+// A real run: the xgboost function runs on two simulated nodes (python, locally), and every
+// output arrives as a result in the same update as Succeeded=True.
+func TestSuccessWithResults(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, customRun(t, ns, `
+metadata: {name: train}
+spec:
+  `+ours+`
+  params:
+  - name: step
+    value: |
+      framework: xgboost
+      trainer:
+        func: |
+          def train(epochs):
+              import os
+              print(f"worker {os.environ['DMLC_TASK_ID']} trained {epochs} epochs")
+  - {name: trainer.numNodes, value: "2"}
+  - {name: trainer.funcArgs, value: {epochs: "3"}}
+`))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, tekton.ReasonSucceeded))
+	require.NotNil(t, run.Status.CompletionTime)
+	names := map[string]bool{}
+	for _, r := range run.Status.Results {
+		names[r.Name] = true
+	}
+	for _, n := range trainjob.OutputNames {
+		assert.True(t, names[n], "result %s missing", n)
+	}
+	tjs := trainJobs(t, t.Context(), ns)
+	require.Len(t, tjs, 1)
+	v, _ := result(run, trainjob.OutName)
+	assert.Equal(t, tjs[0].Name, v)
+	v, _ = result(run, trainjob.OutNumNodes)
+	assert.Equal(t, "2", v)
+	v, _ = result(run, trainjob.OutPhase)
+	assert.Equal(t, "Succeeded", v)
+	v, _ = result(run, trainjob.OutFramework)
+	assert.Equal(t, "xgboost", v)
+
+	// The TrainJob is controlled by the CustomRun, so deleting the PipelineRun removes it.
+	ref := metav1.GetControllerOf(&tjs[0])
+	require.NotNil(t, ref, "TrainJob has no controller owner reference")
+	assert.Equal(t, "CustomRun", ref.Kind)
+	assert.Equal(t, "tekton.dev/v1beta1", ref.APIVersion)
+	assert.Equal(t, run.UID, ref.UID)
+
+	// Events on the CustomRun: the TrainJob's creation and the finish.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		evs := &eventsv1.EventList{}
+		require.NoError(ct, c.List(t.Context(), evs, client.InNamespace(ns)))
+		reasons := map[string]bool{}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "train" && e.Regarding.Kind == "CustomRun" {
+				reasons[e.Reason] = true
+			}
+		}
+		assert.True(ct, reasons[tekton.ReasonTrainJobCreated], "events: %v", reasons)
+		assert.True(ct, reasons[tekton.ReasonSucceeded], "events: %v", reasons)
+	}, testenv.Timeout, testenv.Interval)
+}
+
+// While the job runs the run says so, Unknown with the core's phase and node count; then the
+// results come with True in one update (no status ever has True without results).
+func TestProgressThenSuccess(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  timeout: 0s\n  "+indent(holdStep)))
+	waitRun(t, ns, "train", func(ct *assert.CollectT, run *v1beta1.CustomRun) {
+		succeeded(corev1.ConditionUnknown, "Running")(ct, run)
+		if cond := run.Status.Succeeded(); cond != nil {
+			assert.Contains(ct, cond.Message, "1/1 nodes")
+		}
+		assert.Empty(ct, run.Status.Results)
+		assert.NotNil(ct, run.Status.StartTime)
+	})
+	tj := oneTrainJob(t, ns)
+	require.NoError(t, sim.Finish(t.Context(), ns, tj.Name, trainersim.Behavior{Mode: trainersim.Succeed}))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
+	assert.Len(t, run.Status.Results, len(trainjob.OutputNames))
+}
+
+func indent(s string) string {
+	out := ""
+	for i, l := range splitLines(s) {
+		if i > 0 {
+			out += "\n  "
+		}
+		out += l
+	}
+	return out
+}
+
+func splitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := range len(s) {
+		if s[i] == '\n' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+func TestFailureWithLogTail(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, customRun(t, ns, `
+metadata: {name: train}
+spec:
+  `+ours+`
+  params:
+  - {name: framework, value: jax}
+  - {name: trainer.func, value: "def train(): pass"}
+  - {name: labels.sim-mode, value: fail}
+`))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, "FailedJobs"))
+	msg := run.Status.Succeeded().Message
+	assert.Contains(t, msg, "RuntimeError: CUDA out of memory")
+	assert.Contains(t, msg, "last lines of")
+	assert.NotNil(t, run.Status.CompletionTime)
+	assert.Empty(t, run.Status.RetriesStatus)
+}
+
+func TestCancelDeletesTrainJob(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	run := create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  "+indent(holdStep)))
+	oneTrainJob(t, ns)
+	patchSpec(t, run, cancelPatch)
+	run = waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, "CustomRunCancelled"))
+	assert.Contains(t, run.Status.Succeeded().Message, v1beta1.CancelledByPipelineMsg)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.Empty(ct, trainJobs(ct, t.Context(), ns))
+	}, testenv.Timeout, testenv.Interval)
+}
+
+func TestTimeoutDeletesTrainJob(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  timeout: 3s\n  "+indent(holdStep)))
+	oneTrainJob(t, ns)
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, "CustomRunTimedOut"))
+	assert.Contains(t, run.Status.Succeeded().Message, "timed out after 3s")
+	assert.Empty(t, trainJobs(t, t.Context(), ns))
+}
+
+// Two failures then a success: two archived attempts, three distinct TrainJobs, Succeeded=True.
+func TestRetries(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, customRun(t, ns, `
+metadata: {name: train}
+spec:
+  `+ours+`
+  retries: 2
+  params:
+  - {name: framework, value: jax}
+  - {name: trainer.func, value: "def train(): pass"}
+  - {name: labels.sim-mode, value: fail-twice}
+`))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
+	require.Len(t, run.Status.RetriesStatus, 2)
+	seen := map[string]bool{}
+	for i, rs := range run.Status.RetriesStatus {
+		cond := rs.Succeeded()
+		require.NotNil(t, cond, "attempt %d", i)
+		assert.Equal(t, corev1.ConditionFalse, cond.Status)
+		assert.Equal(t, "FailedJobs", cond.Reason)
+		assert.Contains(t, cond.Message, "flaky: attempt")
+		assert.NotNil(t, rs.StartTime)
+		var x struct{ TrainJob string }
+		require.NoError(t, json.Unmarshal(rs.ExtraFields.Raw, &x))
+		seen[x.TrainJob] = true
+	}
+	name, _ := result(run, trainjob.OutName)
+	seen[name] = true
+	assert.Len(t, seen, 3, "each attempt has its own TrainJob: %v", seen)
+	assert.Len(t, trainJobs(t, t.Context(), ns), 3)
+}
+
+func TestRetriesExhausted(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, customRun(t, ns, `
+metadata: {name: train}
+spec:
+  `+ours+`
+  retries: 1
+  params:
+  - {name: framework, value: jax}
+  - {name: trainer.func, value: "def train(): pass"}
+  - {name: labels.sim-mode, value: fail}
+`))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, "FailedJobs"))
+	assert.Len(t, run.Status.RetriesStatus, 1)
+}
+
+// Bad params fail the run at once, name the param, and create nothing.
+func TestBadParams(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		params string
+		want   []string
+	}{
+		"unknown framework": {
+			params: "- {name: framework, value: tensorflowx}\n- {name: trainer.func, value: 'def f(): pass'}",
+			want:   []string{`param "framework"`},
+		},
+		"num nodes zero": {
+			params: "- {name: framework, value: jax}\n- {name: trainer.func, value: 'def f(): pass'}\n- {name: trainer.numNodes, value: '0'}",
+			want:   []string{`param "trainer.numNodes"`},
+		},
+		"misspelt trainer field": {
+			params: "- {name: framework, value: jax}\n- {name: trainer.func, value: 'def f(): pass'}\n- {name: trainer.numNode, value: '2'}",
+			want:   []string{"trainer.numNode"},
+		},
+		"step is not YAML": {
+			params: "- {name: step, value: 'framework: [jax'}",
+			want:   []string{`param "step"`, "not valid YAML"},
+		},
+		"unknown step field": {
+			params: "- {name: frameworkk, value: jax}",
+			want:   []string{`param "frameworkk"`},
+		},
+		"bad param name": {
+			params: "- {name: 'trainer..x', value: jax}",
+			want:   []string{`param "trainer..x"`, "dotted path"},
+		},
+		"no trainer": {
+			params: "- {name: framework, value: jax}",
+			want:   []string{"trainer"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ns := env.Namespace(t)
+			startController(t, ns)
+			create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  params:\n  "+indent(tc.params)))
+			run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, tekton.ReasonInvalidParams))
+			for _, w := range tc.want {
+				assert.Contains(t, run.Status.Succeeded().Message, w)
+			}
+			assert.NotNil(t, run.Status.CompletionTime)
+			assert.Empty(t, trainJobs(t, t.Context(), ns), "a run with bad params created a TrainJob")
+		})
+	}
+}
+
+// A controller restarted while the job runs finds the same TrainJob (no duplicate) and still
+// reports its completion.
+func TestRestartMidJob(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	first := startController(t, ns)
+	create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  "+indent(holdStep)))
+	waitRun(t, ns, "train", succeeded(corev1.ConditionUnknown, "Running"))
+	tj := oneTrainJob(t, ns)
+	first.Stop()
+
+	startController(t, ns)
+	require.NoError(t, sim.Finish(t.Context(), ns, tj.Name, trainersim.Behavior{Mode: trainersim.Succeed}))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
+	name, _ := result(run, trainjob.OutName)
+	assert.Equal(t, tj.Name, name)
+	tjs := trainJobs(t, t.Context(), ns)
+	require.Len(t, tjs, 1)
+	assert.Equal(t, tj.UID, tjs[0].UID)
+}
+
+// Tekton patches spec.status=RunCancelled onto every child, finished ones too: a finished run's
+// outcome never changes (the generation-reset trap).
+func TestCancelPatchOnFinishedRun(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, customRun(t, ns, `
+metadata: {name: train}
+spec:
+  `+ours+`
+  params:
+  - {name: framework, value: jax}
+  - {name: trainer.func, value: "def train(): pass"}
+  - {name: labels.sim-mode, value: succeed}
+`))
+	done := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
+	patchSpec(t, done.DeepCopy(), cancelPatch)
+	after := waitRun(t, ns, "train", func(ct *assert.CollectT, run *v1beta1.CustomRun) {
+		assert.Greater(ct, run.Generation, done.Generation)
+		assert.Equal(ct, run.Generation, run.Status.ObservedGeneration, "the controller has not acted on the cancel patch yet")
+	})
+	assert.Equal(t, *done.Status.Succeeded(), *after.Status.Succeeded())
+	assert.Equal(t, done.Status.Results, after.Status.Results)
+	assert.Equal(t, done.Status.CompletionTime, after.Status.CompletionTime)
+	assert.Len(t, trainJobs(t, t.Context(), ns), 1, "a finished run's TrainJob is left to the owner's lifetime")
+}
+
+// Runs for other custom tasks are not touched.
+func TestForeignRunsIgnored(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, customRun(t, ns, "metadata: {name: other}\nspec:\n  customRef: {apiVersion: wait.testing.tekton.dev/v1beta1, kind: Wait}\n"))
+	create(t, customRun(t, ns, `
+metadata: {name: train}
+spec:
+  `+ours+`
+  params:
+  - {name: framework, value: jax}
+  - {name: trainer.func, value: "def train(): pass"}
+  - {name: labels.sim-mode, value: succeed}
+`))
+	waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
+	other := get(t, t.Context(), ns, "other")
+	assert.Empty(t, other.Status.Conditions)
+	assert.Len(t, trainJobs(t, t.Context(), ns), 1)
+}
+
+// An embedded customSpec works like a customRef, and params override it.
+func TestEmbeddedSpec(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, customRun(t, ns, `
+metadata: {name: train}
+spec:
+  customSpec:
+    apiVersion: `+tekton.APIVersion+`
+    kind: `+tekton.Kind+`
+    spec:
+      framework: jax
+      trainer: {func: "def train(): pass", numNodes: 3}
+      labels: {sim-mode: hold}
+  params:
+  - {name: labels.sim-mode, value: succeed}
+`))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
+	v, _ := result(run, trainjob.OutNumNodes)
+	assert.Equal(t, "3", v)
+}
+
+// A TrainJob deleted by someone else fails the attempt instead of leaving the run hanging.
+func TestTrainJobDeletedUnderneath(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  "+indent(holdStep)))
+	tj := oneTrainJob(t, ns)
+	require.NoError(t, c.Delete(t.Context(), &tj))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, tekton.ReasonTrainJobDeleted))
+	assert.Contains(t, run.Status.Succeeded().Message, tj.Name)
+}
+
+// Workspaces cannot reach a TrainJob; the run says so at once, with Tekton's own reason.
+func TestWorkspacesRejected(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  workspaces: [{name: data, emptyDir: {}}]\n  "+indent(holdStep)))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, tekton.ReasonWorkspaceNotSupported))
+	assert.Contains(t, run.Status.Succeeded().Message, "workspaces")
+	assert.Empty(t, trainJobs(t, t.Context(), ns))
+}

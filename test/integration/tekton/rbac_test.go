@@ -1,0 +1,89 @@
+package tekton_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/trainstep/trainstep/plugin/tekton"
+)
+
+// The controller runs with exactly the rights manifests/tekton/rbac.yaml grants: a success, a
+// failure and a cancel all work, with leader election on.
+func TestManifestRBACIsEnough(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	user := "trainstep-tekton-" + ns
+	f, err := os.Open("../../../manifests/tekton/rbac.yaml")
+	require.NoError(t, err)
+	defer f.Close()
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	for {
+		var raw map[string]any
+		if err := dec.Decode(&raw); err == io.EOF {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		b, err := yamlJSON(raw)
+		require.NoError(t, err)
+		switch raw["kind"] {
+		case "ClusterRole":
+			cr := &rbacv1.ClusterRole{}
+			require.NoError(t, yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(cr))
+			cr.ObjectMeta = metav1.ObjectMeta{Name: user}
+			require.NoError(t, c.Create(t.Context(), cr))
+			t.Cleanup(func() { _ = c.Delete(t.Context(), cr) })
+			crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user}}
+			require.NoError(t, c.Create(t.Context(), crb))
+			t.Cleanup(func() { _ = c.Delete(t.Context(), crb) })
+		case "Role":
+			role := &rbacv1.Role{}
+			require.NoError(t, yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(role))
+			role.ObjectMeta = metav1.ObjectMeta{Name: "leader-election", Namespace: ns}
+			require.NoError(t, c.Create(t.Context(), role))
+			require.NoError(t, c.Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "leader-election", Namespace: ns},
+				Subjects: subject, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "leader-election"}}))
+		}
+	}
+	cfg, err := env.UserConfig(user)
+	require.NoError(t, err)
+	startControllerAs(t, cfg, ns, func(o *tekton.Options) { o.LeaderElection, o.LeaderElectionNamespace = true, ns })
+
+	create(t, customRun(t, ns, `
+metadata: {name: ok}
+spec:
+  `+ours+`
+  params:
+  - {name: framework, value: jax}
+  - {name: trainer.func, value: "def train(): pass"}
+  - {name: labels.sim-mode, value: succeed}
+`))
+	create(t, customRun(t, ns, `
+metadata: {name: bad}
+spec:
+  `+ours+`
+  params:
+  - {name: framework, value: jax}
+  - {name: trainer.func, value: "def train(): pass"}
+  - {name: labels.sim-mode, value: fail}
+`))
+	held := create(t, customRun(t, ns, "metadata: {name: held}\nspec:\n  "+ours+"  "+indent(holdStep)))
+	waitRun(t, ns, "ok", succeeded(corev1.ConditionTrue, ""))
+	waitRun(t, ns, "bad", succeeded(corev1.ConditionFalse, "FailedJobs"))
+	waitRun(t, ns, "held", succeeded(corev1.ConditionUnknown, "Running"))
+	patchSpec(t, held, cancelPatch)
+	waitRun(t, ns, "held", succeeded(corev1.ConditionFalse, tekton.ReasonCancelled))
+}
+
+func yamlJSON(v map[string]any) ([]byte, error) { return json.Marshal(v) }
