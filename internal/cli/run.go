@@ -58,6 +58,7 @@ Exit codes: 0 succeeded, 1 the TrainJob failed, 2 invalid step (nothing created)
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.stdin, o.stdout, o.stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			quietKlog(o.stderr)
 			*code = o.run(cmd.Context())
 			return nil
 		},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -26,7 +27,6 @@ var (
 	wc   client.WithWatch
 )
 
-
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 // run starts the control plane and the simulator around the tests.
@@ -36,6 +36,7 @@ func run(m *testing.M) int {
 		ctrllog.SetLogger(funcr.New(func(p, a string) { fmt.Fprintln(os.Stderr, p, a) }, funcr.Options{}))
 	} else {
 		ctrllog.SetLogger(logr.Discard())
+		klog.SetLogger(logr.Discard()) // informers log a line when a finished wait stops them
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
