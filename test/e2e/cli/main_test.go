@@ -59,4 +59,3 @@ func run(m *testing.M) int {
 	}
 	return m.Run()
 }
-
