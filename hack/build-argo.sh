@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds Argo's workflow-controller and argoexec from the pinned Go module into a cache directory
+# outside the repo, for the end-to-end tests of the Argo face (test/e2e/argo).
+# Usage: hack/build-argo.sh DIR VERSION
+# Returns at once when both binaries exist in DIR. Argo source is never copied into the repo: the
+# build runs in a throwaway module in a temporary directory (test-cluster.md §9).
+#
+# argoexec v3.7.x does not build from the module zip: workflow/executor/osspecific/signal_linux.go
+# is a symlink to signal_darwin.go in Argo's repository and module zips drop symlinks. The file is
+# restored in a temporary copy of the module, which a replace directive points at.
+set -euo pipefail
+
+dir=${1:?usage: build-argo.sh DIR VERSION}
+version=${2:?usage: build-argo.sh DIR VERSION}
+
+if [[ -x "$dir/workflow-controller" && -x "$dir/argoexec" && -d "$dir/crds" ]]; then
+	exit 0
+fi
+
+export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+mod=github.com/argoproj/argo-workflows/v3
+echo "building Argo workflow-controller and argoexec $version into $dir (about 4 minutes on 2 cores)" >&2
+cd "$tmp"
+go mod init local/argo >/dev/null 2>&1
+# Argo pins tablewriter with a replace directive; keep the pin.
+go mod edit -replace github.com/olekukonko/tablewriter=github.com/olekukonko/tablewriter@v0.0.5
+go get "$mod/cmd/workflow-controller@$version" "$mod/cmd/argoexec@$version" >/dev/null 2>&1
+src=$(go list -m -f '{{.Dir}}' "$mod")
+
+cp -r "$src" argo-src
+chmod -R u+w argo-src
+osdir=argo-src/workflow/executor/osspecific
+if [[ ! -e "$osdir/signal_linux.go" ]]; then
+	cp "$osdir/signal_darwin.go" "$osdir/signal_linux.go"
+fi
+go mod edit -replace "$mod=./argo-src"
+
+go build -trimpath -ldflags "-s -w" -o "$tmp/workflow-controller" "$mod/cmd/workflow-controller"
+go build -trimpath -ldflags "-s -w" -o "$tmp/argoexec" "$mod/cmd/argoexec"
+
+mkdir -p "$dir/crds"
+cp argo-src/manifests/base/crds/minimal/*.yaml "$dir/crds/"
+rm -f "$dir/crds/kustomization.yaml"
+mv "$tmp/workflow-controller" "$tmp/argoexec" "$dir/"
+echo "built $dir/workflow-controller and $dir/argoexec" >&2

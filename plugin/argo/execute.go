@@ -1,0 +1,309 @@
+package argo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/argoproj/argo-workflows/v3/pkg/plugins/executor"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/trainjob"
+)
+
+// Outcomes label the calls metric: a reply phase, or why there was no node in the reply.
+const (
+	outcomeForeign    = "foreign"
+	outcomeForbidden  = "forbidden"
+	outcomeBadRequest = "bad_request"
+	outcomeTooLarge   = "too_large"
+	outcomeInvalid    = "invalid"
+)
+
+// result is one answered call, for the log line and the metrics.
+type result struct {
+	reply    executor.ExecuteTemplateReply
+	outcome  string
+	req      *request
+	trainJob string
+	held     time.Duration
+	notice   *time.Duration // terminal condition → this reply
+}
+
+// ExecuteTemplate answers one call. It never returns an error the agent would treat as fatal for
+// a step that may still succeed: API trouble is a Pending reply with a requeue.
+func (p *Plugin) ExecuteTemplate(ctx context.Context, args executor.ExecuteTemplateArgs) result {
+	body, err := pluginBody(args.Template, p.opts.Key)
+	if err != nil || body == nil {
+		return result{outcome: outcomeForeign} // not ours: 200 {} and the agent asks the next plugin
+	}
+	if args.Workflow == nil || args.Workflow.ObjectMeta.UID == "" || args.Workflow.ObjectMeta.Namespace == "" {
+		return p.failed(nil, outcomeInvalid, "the request names no workflow (metadata.uid and metadata.namespace are required)")
+	}
+	req, err := parseRequest(args, p.opts.Key, body)
+	if err != nil {
+		return p.failed(nil, outcomeInvalid, err.Error())
+	}
+	if req.Namespace != p.opts.Namespace {
+		return p.failed(req, outcomeInvalid, fmt.Sprintf("this trainstep plugin serves namespace %s, not %s: install it in the workflow's namespace", p.opts.Namespace, req.Namespace))
+	}
+	if !p.waitSynced(ctx, p.syncWait()) {
+		return p.pending(req, "", "trainstep is still reading the cluster (informer cache not synced)")
+	}
+	if why := p.workflowStopping(ctx, req); why != "" {
+		return p.failed(req, string(wfv1.NodeFailed), fmt.Sprintf("not starting a TrainJob: %s", why))
+	}
+	id := req.identity()
+	// Every call after the first finds its TrainJob in the cache: the step was planned and
+	// validated when it was created, so follow it without planning again (planning lists the
+	// runtimes, most of a status call's cost).
+	existing := &trainer.TrainJob{}
+	if err := p.cache.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: id.Name()}, existing); err == nil && id.Owns(existing.Labels) {
+		return p.follow(ctx, req, existing)
+	}
+	plan, err := p.planner.Plan(ctx, req.Spec, req.Namespace)
+	if err != nil {
+		if step.IsInvalid(err) {
+			return p.failed(req, outcomeInvalid, err.Error())
+		}
+		return p.pending(req, "", fmt.Sprintf("planning the TrainJob: %v", err))
+	}
+	tj, created, err := trainjob.Submit(ctx, p.reader, plan.TrainJob(id), id)
+	switch {
+	case errors.Is(err, trainjob.ErrNameTaken), apierrors.IsForbidden(err), apierrors.IsInvalid(err):
+		return p.failed(req, string(wfv1.NodeFailed), err.Error())
+	case err != nil:
+		return p.pending(req, "", err.Error())
+	}
+	if created {
+		p.log.Info("created TrainJob", "workflow", req.Workflow.Namespace+"/"+req.Workflow.Name, "step", req.Key, "attempt", req.Attempt, "trainjob", tj.Name)
+	}
+	return p.follow(ctx, req, tj)
+}
+
+func (p *Plugin) syncWait() time.Duration {
+	if p.opts.HoldMax > 0 {
+		return p.opts.HoldMax
+	}
+	return 5 * time.Second
+}
+
+// workflowStopping refuses to start a TrainJob for a workflow the reaper would clean up.
+func (p *Plugin) workflowStopping(ctx context.Context, req *request) string {
+	wf := &wfv1.Workflow{}
+	if err := p.cache.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Workflow.Name}, wf); err != nil {
+		return ""
+	}
+	if string(wf.UID) != req.Workflow.UID {
+		return ""
+	}
+	return stopping(wf)
+}
+
+// follow observes the TrainJob from the cache and, while it runs, holds the call open until it
+// finishes, its deadline passes or HoldMax ends, whichever is first. Only MaxHeld calls are held
+// at once; the rest are answered at once with a requeue.
+func (p *Plugin) follow(ctx context.Context, req *request, tj *trainer.TrainJob) result {
+	key := types.NamespacedName{Namespace: tj.Namespace, Name: tj.Name}
+	start := p.clock.Now()
+	var changed <-chan struct{}
+	var hold <-chan time.Time
+	for {
+		obs := p.observe(ctx, tj)
+		if obs.Phase.Terminal() {
+			return p.terminal(ctx, req, obs, p.clock.Since(start))
+		}
+		deadline := time.Time{}
+		if req.Timeout > 0 {
+			deadline = tj.CreationTimestamp.Add(req.Timeout)
+			if !p.clock.Now().Before(deadline) {
+				return p.timedOut(ctx, req, tj, obs, p.clock.Since(start))
+			}
+		}
+		if changed == nil {
+			if p.opts.HoldMax <= 0 || !p.acquire() {
+				return p.inProgress(req, obs, p.clock.Since(start))
+			}
+			defer p.release()
+			ch, done := p.waiters.add(key)
+			defer done()
+			changed = ch
+			timer := p.clock.NewTimer(p.opts.HoldMax)
+			defer timer.Stop()
+			hold = timer.C()
+		}
+		var expire <-chan time.Time
+		if !deadline.IsZero() {
+			t := p.clock.NewTimer(deadline.Sub(p.clock.Now()))
+			defer t.Stop()
+			expire = t.C()
+		}
+		select {
+		case <-changed:
+		case <-expire:
+		case <-hold:
+			return p.inProgress(req, obs, p.clock.Since(start))
+		case <-ctx.Done():
+			return p.inProgress(req, obs, p.clock.Since(start))
+		}
+		cur := &trainer.TrainJob{}
+		if err := p.reader.Get(ctx, key, cur); err != nil {
+			if apierrors.IsNotFound(err) {
+				return p.failed(req, string(wfv1.NodeFailed), fmt.Sprintf("TrainJob %s was deleted before it finished", key.Name))
+			}
+			return p.pending(req, key.Name, fmt.Sprintf("reading TrainJob %s: %v", key.Name, err))
+		}
+		tj = cur
+	}
+}
+
+func (p *Plugin) acquire() bool {
+	select {
+	case p.held <- struct{}{}:
+		p.metrics.held.Inc()
+		return true
+	default:
+		p.metrics.holdFull.Inc()
+		return false
+	}
+}
+
+func (p *Plugin) release() {
+	<-p.held
+	p.metrics.held.Dec()
+}
+
+// observe reads the TrainJob's pods from the cache.
+func (p *Plugin) observe(ctx context.Context, tj *trainer.TrainJob) trainjob.Observation {
+	pods := &corev1.PodList{}
+	if err := p.cache.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: tj.Name}); err != nil {
+		pods.Items = nil
+	}
+	return trainjob.Observe(tj, pods.Items)
+}
+
+func (p *Plugin) terminal(ctx context.Context, req *request, obs trainjob.Observation, held time.Duration) result {
+	if obs.Phase == trainjob.PhaseFailed {
+		obs = p.withTail(ctx, obs)
+	}
+	r := p.reply(req, obs, held)
+	if obs.CompletionTime != nil {
+		d := p.clock.Since(*obs.CompletionTime)
+		r.notice = &d
+	}
+	return r
+}
+
+// timedOut ends a step past its timeout: the TrainJob is deleted unless the step keeps it.
+func (p *Plugin) timedOut(ctx context.Context, req *request, tj *trainer.TrainJob, obs trainjob.Observation, held time.Duration) result {
+	obs.Phase, obs.Reason = trainjob.PhaseTimedOut, "Timeout"
+	obs.Message = fmt.Sprintf("TrainJob %s did not finish within %s", tj.Name, req.Timeout)
+	now := p.clock.Now()
+	obs.CompletionTime = &now
+	if req.Spec.KeepOnTimeout {
+		obs.Message += "; it was kept (keepOnTimeout) and may still be running"
+	} else if err := trainjob.Delete(ctx, p.api, tj.Namespace, tj.Name); err != nil {
+		return p.pending(req, tj.Name, err.Error()) // the next call tries again
+	} else {
+		obs.Message += "; it was deleted"
+		p.log.Info("deleted a TrainJob past its timeout", "trainjob", tj.Name, "timeout", req.Timeout.String())
+	}
+	return p.reply(req, obs, held)
+}
+
+// withTail adds the failing node's last log lines to the message.
+func (p *Plugin) withTail(ctx context.Context, obs trainjob.Observation) trainjob.Observation {
+	if obs.FailedPod == "" {
+		pods := &corev1.PodList{}
+		if err := p.api.List(ctx, pods, client.InNamespace(obs.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: obs.Name}); err == nil {
+			if tp := trainjob.TrainerPods(pods.Items, obs.Name); len(tp) > 0 {
+				obs.FailedPod = tp[0].Name
+				for _, pod := range tp {
+					if pod.Status.Phase == corev1.PodFailed {
+						obs.FailedPod = pod.Name
+						break
+					}
+				}
+			}
+		}
+	}
+	if obs.FailedPod == "" {
+		return obs
+	}
+	tail, err := p.logs.Tail(ctx, obs.Namespace, obs.FailedPod, trainjob.NodeContainer, trainjob.TailLines)
+	if err != nil {
+		obs.Message += fmt.Sprintf("\n(no log tail: %v)", err)
+		return obs
+	}
+	return obs.WithLogTail(obs.FailedPod, tail)
+}
+
+// reply renders an observation: phase, message and every core output as a parameter.
+func (p *Plugin) reply(req *request, obs trainjob.Observation, held time.Duration) result {
+	phase := nodePhase(obs.Phase)
+	node := &wfv1.NodeResult{Phase: phase, Message: obs.Message, Outputs: outputs(obs)}
+	r := result{reply: executor.ExecuteTemplateReply{Node: node}, outcome: string(phase), req: req, trainJob: obs.Name, held: held}
+	if phase != wfv1.NodeSucceeded && phase != wfv1.NodeFailed && phase != wfv1.NodeError {
+		r.reply.Requeue = &metav1.Duration{Duration: p.opts.Requeue}
+	}
+	return r
+}
+
+func (p *Plugin) inProgress(req *request, obs trainjob.Observation, held time.Duration) result {
+	return p.reply(req, obs, held)
+}
+
+// pending is a reply for trouble that may pass (an API error): the agent calls again.
+func (p *Plugin) pending(req *request, name, msg string) result {
+	return result{
+		reply:    executor.ExecuteTemplateReply{Node: &wfv1.NodeResult{Phase: wfv1.NodePending, Message: msg}, Requeue: &metav1.Duration{Duration: p.opts.Requeue}},
+		outcome:  string(wfv1.NodePending),
+		req:      req,
+		trainJob: name,
+	}
+}
+
+// failed ends the step with no requeue: the agent never calls again about it.
+func (p *Plugin) failed(req *request, outcome, msg string) result {
+	return result{reply: executor.ExecuteTemplateReply{Node: &wfv1.NodeResult{Phase: wfv1.NodeFailed, Message: msg}}, outcome: outcome, req: req}
+}
+
+func nodePhase(ph trainjob.Phase) wfv1.NodePhase {
+	switch ph {
+	case trainjob.PhaseSucceeded:
+		return wfv1.NodeSucceeded
+	case trainjob.PhaseFailed, trainjob.PhaseTimedOut:
+		return wfv1.NodeFailed
+	case trainjob.PhaseRunning:
+		return wfv1.NodeRunning
+	}
+	return wfv1.NodePending
+}
+
+// outputs returns every core output, in the documented order: the reply replaces the node's
+// outputs, so all of them are always there.
+func outputs(obs trainjob.Observation) *wfv1.Outputs {
+	values := obs.Outputs()
+	out := &wfv1.Outputs{}
+	for _, n := range trainjob.OutputNames {
+		out.Parameters = append(out.Parameters, wfv1.Parameter{Name: n, Value: wfv1.AnyStringPtr(values[n])})
+	}
+	return out
+}
+
+// summary is the message of a reply, shortened for a log line.
+func summary(msg string) string {
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
+}

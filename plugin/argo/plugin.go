@@ -1,0 +1,262 @@
+package argo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/trainers"
+	"github.com/trainstep/trainstep/core/trainjob"
+)
+
+// Plugin is the executor plugin: an HTTP face over an informer cache of the namespace's
+// TrainJobs, their pods, the runtimes and the Workflows.
+type Plugin struct {
+	opts    Options
+	log     *slog.Logger
+	cache   cache.Cache
+	api     client.Client
+	reader  cacheFirst // the cache, falling back to the apiserver for objects it has not seen yet
+	planner trainjob.Planner
+	logs    trainjob.LogSource
+	tokens  *tokenFile
+	metrics *metrics
+	clock   clock.Clock
+	held    chan struct{}
+	waiters *waiters
+	reaper  *reaper
+}
+
+// New builds the plugin from a cluster config. It reads the token file once, so a sidecar that
+// cannot read it fails at start with a message naming the fix.
+func New(cfg *rest.Config, opts Options) (*Plugin, error) {
+	opts.Default()
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid Argo plugin options: %w", err)
+	}
+	tokens, err := newTokenFile(opts.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.New(cfg, cacheOptions(scheme, opts))
+	if err != nil {
+		return nil, fmt.Errorf("building the informer cache: %w", err)
+	}
+	api, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
+	}
+	logs := opts.Logs
+	if logs == nil {
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
+		}
+		logs = trainjob.KubeletLogs{Client: kube}
+	}
+	p := &Plugin{
+		opts:    opts,
+		log:     opts.Logger,
+		cache:   c,
+		api:     api,
+		reader:  cacheFirst{cache: c, api: api},
+		planner: trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}},
+		logs:    logs,
+		tokens:  tokens,
+		metrics: newMetrics(),
+		clock:   clock.RealClock{},
+		held:    make(chan struct{}, max(opts.MaxHeld, 0)),
+		waiters: newWaiters(),
+	}
+	p.reaper = newReaper(opts.Namespace, c, api, opts.Logger)
+	return p, nil
+}
+
+func newScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, wfv1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("building the API scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// cacheOptions keeps the cache to what the plugin reads: its namespace's trainstep TrainJobs
+// made by this face, the pods of JobSets, the runtimes and the Workflows (one, if named).
+func cacheOptions(scheme *runtime.Scheme, opts Options) cache.Options {
+	jobs := labels.SelectorFromSet(labels.Set{trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine})
+	podReq, _ := labels.NewRequirement(trainjob.LabelJobSetName, selection.Exists, nil)
+	wf := cache.ByObject{}
+	if opts.Workflow != "" {
+		wf.Field = fields.OneTermEqualSelector("metadata.name", opts.Workflow)
+	}
+	return cache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
+		ByObject: map[client.Object]cache.ByObject{
+			&trainer.TrainJob{}: {Label: jobs},
+			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*podReq)},
+			&wfv1.Workflow{}:    wf,
+		},
+	}
+}
+
+// Start runs the cache and the reaper until ctx ends; Handler serves meanwhile. It returns once
+// the informers are registered; Synced reports when they have listed.
+func (p *Plugin) Start(ctx context.Context) error {
+	inf, err := p.cache.GetInformer(ctx, &trainer.TrainJob{})
+	if err != nil {
+		return fmt.Errorf("watching TrainJobs: %w", err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { p.waiters.notify(o) },
+		UpdateFunc: func(_, o any) { p.waiters.notify(o) },
+		DeleteFunc: func(o any) { p.waiters.notify(o) },
+	}); err != nil {
+		return fmt.Errorf("watching TrainJobs: %w", err)
+	}
+	if err := p.reaper.register(ctx); err != nil {
+		return err
+	}
+	// Runtimes are listed unstructured; asking for the informers now makes the first step cost no
+	// cold start.
+	for _, kind := range []string{runtimes.ClusterKind, runtimes.NamespacedKind} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: runtimes.Group, Version: runtimes.Version, Kind: kind})
+		if _, err := p.cache.GetInformer(ctx, u); err != nil {
+			return fmt.Errorf("watching %ss: %w", kind, err)
+		}
+	}
+	go func() {
+		if err := p.cache.Start(ctx); err != nil {
+			p.log.Error("the informer cache stopped", "error", err)
+		}
+	}()
+	go p.reaper.run(ctx)
+	return nil
+}
+
+// Synced reports whether the informers have listed.
+func (p *Plugin) Synced(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	return p.cache.WaitForCacheSync(ctx)
+}
+
+// waitSynced waits up to d for the cache's first list.
+func (p *Plugin) waitSynced(ctx context.Context, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return p.cache.WaitForCacheSync(ctx)
+}
+
+// Sweep deletes the unfinished TrainJobs of workflows that are stopping or done, reading straight
+// from the apiserver. Run it on SIGTERM: the agent pod is deleted when its workflow completes.
+func (p *Plugin) Sweep(ctx context.Context) error { return p.reaper.sweep(ctx) }
+
+// workflowOwner makes the Workflow own the TrainJob. No blockOwnerDeletion: that would need
+// update on workflows/finalizers.
+func workflowOwner(name, uid string) *metav1.OwnerReference {
+	return &metav1.OwnerReference{APIVersion: wfv1.SchemeGroupVersion.String(), Kind: "Workflow", Name: name, UID: types.UID(uid)}
+}
+
+// cacheFirst reads from the cache and asks the apiserver only for an object the cache has not
+// seen (one just created by a racing call), so Submit's create-or-get holds on a lagging cache.
+type cacheFirst struct {
+	cache client.Reader
+	api   client.Client
+}
+
+var _ trainjob.Client = cacheFirst{}
+
+func (c cacheFirst) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.cache.Get(ctx, key, obj, opts...)
+	if apierrors.IsNotFound(err) {
+		return c.api.Get(ctx, key, obj, opts...)
+	}
+	return err
+}
+
+func (c cacheFirst) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.cache.List(ctx, list, opts...)
+}
+
+func (c cacheFirst) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	return c.api.Create(ctx, obj, opts...)
+}
+
+// waiters wakes held calls when their TrainJob changes.
+type waiters struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]map[chan struct{}]struct{}
+}
+
+func newWaiters() *waiters { return &waiters{m: map[types.NamespacedName]map[chan struct{}]struct{}{}} }
+
+func (w *waiters) add(key types.NamespacedName) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m[key] == nil {
+		w.m[key] = map[chan struct{}]struct{}{}
+	}
+	w.m[key][ch] = struct{}{}
+	return ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.m[key], ch)
+		if len(w.m[key]) == 0 {
+			delete(w.m, key)
+		}
+	}
+}
+
+func (w *waiters) notify(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(client.Object)
+	if !ok {
+		return
+	}
+	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.m[key] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+var errWorkflowStopping = errors.New("the workflow is stopping or done")

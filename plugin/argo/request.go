@@ -1,0 +1,185 @@
+package argo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/argoproj/argo-workflows/v3/pkg/plugins/executor"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/trainjob"
+)
+
+// Fields of the plugin body that belong to the face, not to the step spec.
+const (
+	fieldKey     = "key"
+	fieldAttempt = "attempt"
+)
+
+// request is one execute call translated: who the step is, what it runs and how long it may take.
+type request struct {
+	Workflow  executor.ObjectMeta
+	Spec      *step.Spec
+	Key       string
+	Attempt   int
+	Timeout   time.Duration // 0: none
+	Declared  []string      // template.outputs.parameters names
+	Namespace string
+}
+
+// pluginBody returns the body under our key, or nil when the template is not ours.
+func pluginBody(tmpl *wfv1.Template, key string) (json.RawMessage, error) {
+	if tmpl == nil || tmpl.Plugin == nil || len(tmpl.Plugin.Value) == 0 {
+		return nil, nil
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(tmpl.Plugin.Value, &keys); err != nil {
+		return nil, fmt.Errorf("template.plugin is not a JSON object: %w", err)
+	}
+	return keys[key], nil
+}
+
+// parseRequest validates everything the face adds to the step spec: the identity fields, the
+// template's timeout and its declared outputs. Bad input comes back as a *step.InvalidError.
+func parseRequest(args executor.ExecuteTemplateArgs, key string, body json.RawMessage) (*request, error) {
+	base := field.NewPath("plugin", key)
+	var errs field.ErrorList
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return nil, step.Invalid(field.ErrorList{field.Invalid(base, string(body), "must be an object: the step spec plus key and attempt")})
+	}
+	r := &request{Workflow: args.Workflow.ObjectMeta, Namespace: args.Workflow.ObjectMeta.Namespace}
+
+	r.Key = stringField(fields[fieldKey])
+	delete(fields, fieldKey)
+	switch {
+	case r.Key == "":
+		errs = append(errs, field.Required(base.Child(fieldKey), `set key: "{{node.name}}" so each step of the workflow gets its own TrainJob`))
+	case strings.Contains(r.Key, "{{"):
+		errs = append(errs, field.Invalid(base.Child(fieldKey), r.Key, "was not substituted by Argo; use {{node.name}}"))
+	}
+
+	attempt, hasAttempt := fields[fieldAttempt]
+	delete(fields, fieldAttempt)
+	if hasAttempt {
+		s := stringField(attempt)
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			errs = append(errs, field.Invalid(base.Child(fieldAttempt), s, `must be a whole number; use attempt: "{{retries}}" with a retryStrategy`))
+		}
+		r.Attempt = n
+	} else if args.Template.RetryStrategy != nil {
+		errs = append(errs, field.Required(base.Child(fieldAttempt),
+			`the template has a retryStrategy: set attempt: "{{retries}}" so a retry gets a fresh TrainJob instead of the failed one`))
+	}
+
+	rest, err := json.Marshal(fields)
+	if err != nil {
+		return nil, fmt.Errorf("re-encoding the step spec: %w", err)
+	}
+	spec, err := step.Parse(rest)
+	if err != nil {
+		if step.IsInvalid(err) {
+			return nil, prefixed(base, err, errs)
+		}
+		return nil, err
+	}
+	r.Spec = spec
+
+	timeout, terrs := templateTimeout(args.Template)
+	errs = append(errs, terrs...)
+	if spec.Timeout != nil && spec.Timeout.Duration > 0 && (timeout == 0 || spec.Timeout.Duration < timeout) {
+		timeout = spec.Timeout.Duration
+	}
+	r.Timeout = timeout
+
+	known := map[string]bool{}
+	for _, n := range trainjob.OutputNames {
+		known[n] = true
+	}
+	if out := args.Template.Outputs; len(out.Parameters) > 0 {
+		for i, p := range out.Parameters {
+			if !known[p.Name] {
+				errs = append(errs, field.NotSupported(field.NewPath("outputs", "parameters").Index(i).Child("name"), p.Name, trainjob.OutputNames))
+			}
+			r.Declared = append(r.Declared, p.Name)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, step.Invalid(errs)
+	}
+	return r, nil
+}
+
+// prefixed re-roots the step's own field errors under plugin.<key> so the message names the
+// field as the user wrote it in the template.
+func prefixed(base *field.Path, err error, errs field.ErrorList) error {
+	var inv *step.InvalidError
+	if errors.As(err, &inv) {
+		for _, e := range inv.Errs {
+			c := *e
+			c.Field = base.String() + "." + e.Field
+			errs = append(errs, &c)
+		}
+		return step.Invalid(errs)
+	}
+	return step.Invalid(append(errs, field.Invalid(base, "", err.Error())))
+}
+
+// templateTimeout reads template.timeout (a duration, or seconds) and activeDeadlineSeconds: Argo
+// enforces neither on a running plugin node, so the plugin does.
+func templateTimeout(t *wfv1.Template) (time.Duration, field.ErrorList) {
+	var errs field.ErrorList
+	var d time.Duration
+	if s := strings.TrimSpace(t.Timeout); s != "" {
+		if v, err := strconv.Atoi(s); err == nil {
+			d = time.Duration(v) * time.Second
+		} else if v, err := time.ParseDuration(s); err == nil {
+			d = v
+		} else {
+			errs = append(errs, field.Invalid(field.NewPath("timeout"), s, "must be a duration such as 30m"))
+		}
+	}
+	if a := t.ActiveDeadlineSeconds; a != nil {
+		v, err := strconv.Atoi(a.String())
+		if err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("activeDeadlineSeconds"), a.String(), "must be a whole number of seconds"))
+		} else if s := time.Duration(v) * time.Second; s > 0 && (d == 0 || s < d) {
+			d = s
+		}
+	}
+	return d, errs
+}
+
+// stringField accepts a JSON string or number (Argo substitutes {{retries}} as a string, but a
+// user may write a literal number).
+func stringField(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return strings.TrimSpace(s)
+	}
+	return string(raw)
+}
+
+// identity names the TrainJob of this request: the workflow UID, the step key and the attempt,
+// owned by the Workflow so deleting the Workflow deletes it.
+func (r *request) identity() trainjob.Identity {
+	return trainjob.Identity{
+		Engine:   Engine,
+		OwnerUID: r.Workflow.UID,
+		StepKey:  r.Key,
+		Attempt:  r.Attempt,
+		Owner:    workflowOwner(r.Workflow.Name, r.Workflow.UID),
+	}
+}

@@ -1,0 +1,317 @@
+package argo_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/testenv"
+)
+
+// e2eTimeout bounds one workflow: the controller requeues every second here, the agent patches
+// every second, and the xgboost step runs real Python on a busy 2-core machine.
+const e2eTimeout = 3 * time.Minute
+
+// recorder is the HTTP endpoint the workflow's HTTP templates call: preprocess GETs, evaluate
+// POSTs the train step's outputs.
+type recorder struct {
+	mu     sync.Mutex
+	posted []string
+}
+
+func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method == http.MethodPost {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.posted = append(r.posted, string(b))
+		r.mu.Unlock()
+	}
+	fmt.Fprint(w, "60")
+}
+
+func (r *recorder) bodies() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.posted...)
+}
+
+// dagWorkflow is the example DAG with its container steps replaced by HTTP templates, the only
+// templates besides plugins that run with no pod.
+func dagWorkflow(url string) string {
+	return fmt.Sprintf(`
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {generateName: train-dag-}
+spec:
+  entrypoint: main
+  serviceAccountName: trainstep-workflow
+  templates:
+    - name: main
+      dag:
+        tasks:
+          - {name: preprocess, template: preprocess}
+          - name: train
+            template: train
+            dependencies: [preprocess]
+            arguments: {parameters: [{name: rows, value: "{{tasks.preprocess.outputs.result}}"}]}
+          - name: evaluate
+            template: evaluate
+            dependencies: [train]
+            arguments:
+              parameters:
+                - {name: trainjob, value: "{{tasks.train.outputs.parameters.trainjob-name}}"}
+                - {name: phase, value: "{{tasks.train.outputs.parameters.phase}}"}
+                - {name: nodes, value: "{{tasks.train.outputs.parameters.num-nodes}}"}
+    - name: preprocess
+      http: {url: "%[1]s/rows"}
+    - name: train
+      inputs: {parameters: [{name: rows}]}
+      retryStrategy: {limit: "1"}
+      outputs:
+        parameters:
+          - {name: trainjob-name, valueFrom: {supplied: {}}}
+          - {name: phase, valueFrom: {supplied: {}}}
+          - {name: num-nodes, valueFrom: {supplied: {}}}
+      plugin:
+        trainstep:
+          key: "{{node.name}}"
+          attempt: "{{retries}}"
+          framework: xgboost
+          trainer:
+            numNodes: 2
+            funcArgs: {rows: "{{inputs.parameters.rows}}"}
+            func: |
+              def train(rows):
+                  import os
+                  rank, workers = int(os.environ["DMLC_TASK_ID"]), int(os.environ["DMLC_NUM_WORKER"])
+                  print(f"worker {rank}/{workers} trained on {len(range(rank, int(rows), workers))} rows")
+    - name: evaluate
+      inputs: {parameters: [{name: trainjob}, {name: phase}, {name: nodes}]}
+      http:
+        url: "%[1]s/evaluate"
+        method: POST
+        body: "trainjob={{inputs.parameters.trainjob}} phase={{inputs.parameters.phase}} nodes={{inputs.parameters.nodes}}"
+`, url)
+}
+
+func submit(t *testing.T, manifest string) *wfv1.Workflow {
+	t.Helper()
+	wf := &wfv1.Workflow{}
+	require.NoError(t, yaml.UnmarshalStrict([]byte(manifest), wf))
+	wf.Namespace = Namespace
+	require.NoError(t, c.Create(t.Context(), wf))
+	return wf
+}
+
+// TestDAGSucceedsWithArgosOwnControllerAndAgent: preprocess (HTTP) → train (trainstep) →
+// evaluate (HTTP) reaches Succeeded, and the train step's outputs reach evaluate's request.
+func TestDAGSucceedsWithArgosOwnControllerAndAgent(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	wf := submit(t, dagWorkflow(srv.URL))
+	runAgent(t, wf.Name)
+
+	got := waitPhase(t, wf.Name, e2eTimeout)
+	require.Equal(t, wfv1.WorkflowSucceeded, got.Status.Phase, "%s\n%s", got.Status.Message, nodes(got))
+	train := got.Status.Nodes.FindByDisplayName("train")
+	require.NotNil(t, train, nodes(got))
+	require.NotNil(t, train.Outputs)
+	var tjName string
+	for _, p := range train.Outputs.Parameters {
+		if p.Name == trainjob.OutName {
+			tjName = p.Value.String()
+		}
+	}
+	require.NotEmpty(t, tjName)
+	bodies := rec.bodies()
+	require.Len(t, bodies, 1, "evaluate must POST once")
+	assert.Equal(t, fmt.Sprintf("trainjob=%s phase=Succeeded nodes=2", tjName), bodies[0])
+
+	tj := &trainer.TrainJob{}
+	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: Namespace, Name: tjName}, tj))
+	assert.Equal(t, wf.UID, tj.OwnerReferences[0].UID, "the Workflow owns the TrainJob")
+
+	procsMu.Lock()
+	pid := procs["plugin"]
+	procsMu.Unlock()
+	rss, peak, err := rssMB(pid)
+	require.NoError(t, err)
+	t.Logf("plugin process (executor argo-plugin): RSS %.1f MB, peak %.1f MB", rss, peak)
+}
+
+// TestStoppedWorkflowLeavesNoTrainJob: `argo stop` (spec.shutdown: Stop) while the TrainJob runs.
+func TestStoppedWorkflowLeavesNoTrainJob(t *testing.T) {
+	wf := submit(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {generateName: train-stop-}
+spec:
+  entrypoint: train
+  serviceAccountName: trainstep-workflow
+  templates:
+    - name: train
+      plugin:
+        trainstep:
+          key: "{{node.name}}"
+          framework: xgboost
+          labels: {sim-mode: hold}
+          trainer: {numNodes: 1, func: "def train():\n    pass\n"}
+`)
+	runAgent(t, wf.Name)
+	var tj trainer.TrainJob
+	require.Eventually(t, func() bool {
+		l := &trainer.TrainJobList{}
+		if c.List(t.Context(), l, client.InNamespace(Namespace), client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)}) != nil || len(l.Items) == 0 {
+			return false
+		}
+		tj = l.Items[0]
+		return true
+	}, e2eTimeout, testenv.Interval, "the plugin must start the TrainJob")
+
+	cur := &wfv1.Workflow{}
+	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(wf), cur))
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.Shutdown = wfv1.ShutdownStrategyStop
+	require.NoError(t, c.Patch(t.Context(), cur, patch))
+
+	got := waitPhase(t, wf.Name, e2eTimeout)
+	assert.Equal(t, wfv1.WorkflowFailed, got.Status.Phase, nodes(got))
+	require.Eventually(t, func() bool {
+		l := &trainer.TrainJobList{}
+		return c.List(t.Context(), l, client.InNamespace(Namespace), client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)}) == nil && len(l.Items) == 0
+	}, testenv.Timeout, testenv.Interval, "TrainJob %s must be deleted", tj.Name)
+}
+
+func waitPhase(t *testing.T, name string, timeout time.Duration) *wfv1.Workflow {
+	t.Helper()
+	wf := &wfv1.Workflow{}
+	require.Eventually(t, func() bool {
+		return c.Get(t.Context(), client.ObjectKey{Namespace: Namespace, Name: name}, wf) == nil && wf.Status.Phase.Completed()
+	}, timeout, testenv.Interval, "workflow %s did not finish: %s %s", name, wf.Status.Phase, nodes(wf))
+	return wf
+}
+
+func nodes(wf *wfv1.Workflow) string {
+	var b strings.Builder
+	for _, n := range wf.Status.Nodes {
+		fmt.Fprintf(&b, "  %s %s %s: %s\n", n.DisplayName, n.Type, n.Phase, n.Message)
+	}
+	return b.String()
+}
+
+// runAgent waits for the agent pod the controller creates for the workflow and runs its
+// containers as local processes: `argoexec agent init` (writes the plugin's token), then
+// `argoexec agent main` (calls the plugin, patches the WorkflowTaskSet) until the workflow ends.
+func runAgent(t *testing.T, wfName string) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	require.Eventually(t, func() bool {
+		l := &corev1.PodList{}
+		err := c.List(t.Context(), l, client.InNamespace(Namespace), client.MatchingLabels{
+			"workflows.argoproj.io/workflow": wfName, "workflows.argoproj.io/component": "agent"})
+		if err != nil || len(l.Items) == 0 {
+			return false
+		}
+		*pod = l.Items[0]
+		return true
+	}, e2eTimeout, testenv.Interval, "the controller must create the agent pod")
+
+	var initC, mainC *corev1.Container
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == "init" {
+			initC = &pod.Spec.InitContainers[i]
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == "main" {
+			mainC = &pod.Spec.Containers[i]
+		}
+	}
+	require.NotNil(t, initC, "agent pod %s has no init container", pod.Name)
+	require.NotNil(t, mainC, "agent pod %s has no main container", pod.Name)
+	var plugin *corev1.Container
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == "trainstep-executor-plugin" {
+			plugin = &pod.Spec.Containers[i]
+		}
+	}
+	require.NotNil(t, plugin, "the controller must inject the plugin sidecar from manifests/argo")
+
+	// The init container writes a fresh token for each agent pod; the plugin re-reads the file.
+	require.NoError(t, os.RemoveAll(tokenDir))
+	init := agentCommand(t.Context(), pod, initC)
+	out, err := init.CombinedOutput()
+	require.NoError(t, err, "argoexec agent init: %s", out)
+	_, err = os.Stat(tokenDir + "/token")
+	require.NoError(t, err, "argoexec agent init must write the plugin's token")
+
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	main := agentCommand(ctx, pod, mainC)
+	buf := &syncBuffer{}
+	main.Stdout, main.Stderr = buf, buf
+	logsMu.Lock()
+	logs["agent "+wfName] = buf
+	logsMu.Unlock()
+	require.NoError(t, main.Start())
+	done := make(chan error, 1)
+	go func() { done <- main.Wait() }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("argoexec agent main did not stop")
+		}
+		if t.Failed() {
+			t.Logf("argoexec agent main:\n%s", tail(buf.String(), 40))
+		}
+	})
+}
+
+// agentCommand is a container of the agent pod as a local process: its args, its env (downward
+// API fields resolved from the pod) and the workflow ServiceAccount's kubeconfig.
+func agentCommand(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container) *exec.Cmd {
+	args := append([]string{}, ctr.Command...)
+	if len(args) > 0 {
+		args = args[1:] // argoexec
+	}
+	args = append(args, ctr.Args...)
+	args = append(args, "--kubeconfig", agentCfg)
+	cmd := exec.CommandContext(ctx, assets+"/argoexec", args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+agentCfg)
+	for _, e := range ctr.Env {
+		v := e.Value
+		if f := e.ValueFrom; f != nil && f.FieldRef != nil {
+			switch f.FieldRef.FieldPath {
+			case "metadata.name":
+				v = pod.Name
+			case "metadata.namespace":
+				v = pod.Namespace
+			}
+		}
+		cmd.Env = append(cmd.Env, e.Name+"="+v)
+	}
+	// The plugin listens on 127.0.0.1 here; in the pod it is localhost of the shared network.
+	cmd.Env = append(cmd.Env, "ARGO_POD_NAME="+pod.Name)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 20 * time.Second
+	return cmd
+}

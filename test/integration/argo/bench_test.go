@@ -1,0 +1,145 @@
+package argo_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/argoproj/argo-workflows/v3/pkg/plugins/executor"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/require"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/testenv"
+	"github.com/trainstep/trainstep/plugin/argo"
+	"github.com/trainstep/trainstep/plugin/argo/argotest"
+)
+
+// BenchmarkCompletionNotice: from the write that makes a TrainJob terminal to the held call's
+// terminal reply. Run with -benchtime 200x for p50/p99 over 200 jobs.
+func BenchmarkCompletionNotice(b *testing.B) {
+	ns := env.Namespace(b)
+	creator := startPlugin(b, ns, func(o *argo.Options) { o.HoldMax = 0 })
+	holder := startPlugin(b, ns, func(o *argo.Options) { o.HoldMax = 20 * time.Second; o.MaxHeld = 16 })
+	wf := workflow(b, ns)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		args, err := argotest.Args(wf.Name, ns, string(wf.UID), step(fmt.Sprintf("train-%d", i), "hold"))
+		require.NoError(b, err)
+		r, err := argotest.Execute(b.Context(), creator.URL, creator.Token, args)
+		require.NoError(b, err)
+		require.NotNil(b, r.Node, "body: %s", r.Body)
+		name, _ := r.Output(trainjob.OutName)
+		type answer struct {
+			r   argotest.Reply
+			err error
+			at  time.Time
+		}
+		got := make(chan answer, 1)
+		go func() {
+			r, err := argotest.Execute(context.WithoutCancel(b.Context()), holder.URL, holder.Token, args)
+			got <- answer{r, err, time.Now()}
+		}()
+		require.Eventually(b, func() bool { return metric(b, holder, "trainstep_argo_held_calls") == "1" }, testenv.Timeout, time.Millisecond)
+		b.StartTimer()
+		start := complete(b, ns, name)
+		a := <-got
+		b.StopTimer()
+		require.NoError(b, a.err)
+		require.NotNil(b, a.r.Node)
+		require.Equal(b, wfv1.NodeSucceeded, a.r.Node.Phase, a.r.Node.Message)
+		lat = append(lat, a.at.Sub(start))
+		b.StartTimer()
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}
+
+// complete makes the TrainJob terminal as the Trainer would and returns when the write began.
+func complete(tb testing.TB, ns, name string) time.Time {
+	tb.Helper()
+	tj := &trainer.TrainJob{}
+	require.NoError(tb, c.Get(tb.Context(), client.ObjectKey{Namespace: ns, Name: name}, tj))
+	apimeta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "done"})
+	start := time.Now()
+	require.NoError(tb, c.Status().Update(tb.Context(), tj))
+	return start
+}
+
+// BenchmarkStatusCalls: status calls (not held) per second with 1,000 tracked TrainJobs, every
+// call answered from the informer cache. Reports the test process's RSS too (it also holds the
+// apiserver clients and the simulator; the plugin process alone is measured in test/e2e/argo).
+func BenchmarkStatusCalls(b *testing.B) {
+	const jobs = 1000
+	ns := env.Namespace(b)
+	h := startPlugin(b, ns, func(o *argo.Options) { o.HoldMax = 0 })
+	wf := workflow(b, ns)
+	all := make([]executor.ExecuteTemplateArgs, jobs)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range jobs {
+		args, err := argotest.Args(wf.Name, ns, string(wf.UID), step(fmt.Sprintf("train-%d", i), "hold"))
+		require.NoError(b, err)
+		all[i] = args
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r, err := argotest.Execute(b.Context(), h.URL, h.Token, args)
+			if err == nil && r.Node != nil {
+				if name, _ := r.Output(trainjob.OutName); name != "" {
+					return
+				}
+			}
+			b.Errorf("creating job %d: %v %s", i, err, r.Body)
+		})
+	}
+	wg.Wait()
+	require.Eventually(b, func() bool {
+		l := &trainer.TrainJobList{}
+		return c.List(b.Context(), l, client.InNamespace(ns)) == nil && len(l.Items) == jobs
+	}, testenv.Timeout, testenv.Interval)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r, err := argotest.Execute(b.Context(), h.URL, h.Token, all[rand.IntN(jobs)])
+			if err != nil || r.Node == nil || r.Node.Phase == wfv1.NodeFailed {
+				b.Errorf("status call: %v %s", err, r.Body)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+	b.ReportMetric(rssMB(), "rss-MB")
+}
+
+// rssMB is this process's resident set, from /proc.
+func rssMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,195 @@
+// Package argo_test proves the Argo executor plugin against a real kube-apiserver with the Trainer
+// and Argo CRDs, the Trainer simulator in place of the Trainer controller and requests encoded with
+// Argo's own types.
+package argo_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/argoproj/argo-workflows/v3/pkg/plugins/executor"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/google/uuid"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/trainstep/trainstep/internal/testenv"
+	"github.com/trainstep/trainstep/internal/trainersim"
+	"github.com/trainstep/trainstep/plugin/argo"
+	"github.com/trainstep/trainstep/plugin/argo/argotest"
+)
+
+var (
+	env *testenv.Env
+	sim *trainersim.Simulator
+	c   client.Client // knows Trainer and Argo types
+)
+
+// SimMode is the step label that tells the simulator what the TrainJob does.
+const SimMode = "sim-mode"
+
+func decide(tj *trainer.TrainJob) trainersim.Behavior {
+	switch tj.Labels[SimMode] {
+	case "hold":
+		return trainersim.Behavior{Mode: trainersim.Hold}
+	case "succeed":
+		return trainersim.Behavior{Mode: trainersim.Succeed, Metrics: map[string]string{"loss": "0.125"}}
+	case "fail":
+		return trainersim.Behavior{Mode: trainersim.Fail, Log: []string{"Traceback (most recent call last):", "RuntimeError: CUDA out of memory"}}
+	}
+	return trainersim.Behavior{Mode: trainersim.RunLocally}
+}
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if os.Getenv("TEST_LOG") != "" {
+		ctrllog.SetLogger(funcr.New(func(p, a string) { fmt.Fprintln(os.Stderr, p, a) }, funcr.Options{}))
+	} else {
+		ctrllog.SetLogger(logr.Discard())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	crds, err := ArgoCRDs(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	start, stop := context.WithTimeout(ctx, 3*time.Minute)
+	e, err := testenv.Start(start, testenv.Options{ControllerManager: true, CRDDirs: []string{crds}})
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
+		return 1
+	}
+	env = e
+	defer func() {
+		cancel()
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+	}()
+	if sim, err = trainersim.Start(ctx, env.Config, decide); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	scheme := env.Scheme
+	if err := wfv1.AddToScheme(scheme); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// ArgoCRDs is the directory of Argo's minimal CRDs in the pinned module (go.mod requires it).
+func ArgoCRDs(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", "github.com/argoproj/argo-workflows/v3").Output()
+	if err != nil {
+		return "", fmt.Errorf("locating Argo's module (go mod download): %w", err)
+	}
+	const key = `"Dir": "`
+	s := string(out)
+	i := strings.Index(s, key)
+	if i < 0 {
+		return "", fmt.Errorf("go mod download printed no Dir: %s", s)
+	}
+	dir := s[i+len(key):]
+	dir = dir[:strings.Index(dir, `"`)]
+	return filepath.Join(dir, "manifests", "base", "crds", "minimal"), nil
+}
+
+// harness is one running plugin.
+type harness struct {
+	URL       string
+	Token     string
+	TokenFile string
+	Namespace string
+	Plugin    *argo.Plugin
+	stop      func()
+}
+
+// startPlugin runs a plugin for ns on a free port until the test ends (or h.stop()).
+func startPlugin(t testing.TB, ns string, mod func(*argo.Options)) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	token := uuid.NewString()
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o440))
+	opts := argo.Options{TokenFile: tokenFile, Namespace: ns, HoldMax: 5 * time.Second, Requeue: time.Second, Logs: sim.Logs}
+	if mod != nil {
+		mod(&opts)
+	}
+	p, err := argo.New(env.Config, opts)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, ln) }()
+	h := &harness{URL: "http://" + ln.Addr().String(), Token: token, TokenFile: tokenFile, Namespace: ns, Plugin: p}
+	stopped := false
+	h.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("the plugin did not stop within 30s")
+		}
+	}
+	t.Cleanup(h.stop)
+	require.Eventually(t, func() bool { return get(t, h.URL+"/readyz") == "ok" }, testenv.Timeout, testenv.Interval, "the plugin must become ready")
+	return h
+}
+
+// workflow creates a Workflow object (no controller runs it here) and returns it.
+func workflow(t testing.TB, ns string) *wfv1.Workflow {
+	t.Helper()
+	wf := &wfv1.Workflow{}
+	wf.Namespace, wf.GenerateName = ns, "wf-"
+	wf.Spec.Entrypoint = "main"
+	wf.Spec.Templates = []wfv1.Template{{Name: "main", Suspend: &wfv1.SuspendTemplate{}}}
+	require.NoError(t, c.Create(t.Context(), wf))
+	return wf
+}
+
+func get(t testing.TB, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// wfArgs creates a Workflow (the TrainJob's owner: without it the garbage collector deletes the
+// TrainJob) and returns an execute request of one of its trainstep templates.
+func wfArgs(t testing.TB, ns, body string, opts ...func(*wfv1.Template)) (executor.ExecuteTemplateArgs, error) {
+	t.Helper()
+	wf := workflow(t, ns)
+	return argotest.Args(wf.Name, ns, string(wf.UID), body, opts...)
+}
