@@ -3,8 +3,12 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/klog/v2"
 	"os"
 	"os/signal"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +26,10 @@ const startTimeout = 3 * time.Minute
 //	var env *testenv.Env
 //
 //	func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env, testenv.Options{})) }
-func Run(m *testing.M, env **Env, opts Options) int {
+//
+// Each setup runs once the control plane is up (start the Trainer simulator, build clients); its
+// ctx ends after the tests, before the control plane stops. A setup error fails the suite.
+func Run(m *testing.M, env **Env, opts Options, setup ...func(ctx context.Context, env *Env) error) int {
 	// TestMain has no context of its own; this one bounds the start and ends it on Ctrl-C.
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -37,7 +44,19 @@ func Run(m *testing.M, env **Env, opts Options) int {
 
 	testsDone := make(chan struct{})
 	go stopOnSignal(started, testsDone)
-	code := m.Run()
+	suite, endSuite := context.WithCancel(context.Background())
+	code := 0
+	for _, s := range setup {
+		if err := s(suite, started); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: setting up the suite: %v\n", err)
+			code = 1
+			break
+		}
+	}
+	if code == 0 {
+		code = m.Run()
+	}
+	endSuite()
 	close(testsDone)
 
 	if err := started.Stop(); err != nil {
@@ -65,4 +84,17 @@ func stopOnSignal(env *Env, testsDone <-chan struct{}) {
 		os.Exit(1)
 	case <-testsDone:
 	}
+}
+
+// QuietLogs keeps controller-runtime's and client-go's logs out of test output unless TEST_LOG is
+// set. Call it first in TestMain: envtest complains when no logger was ever set.
+func QuietLogs() {
+	if os.Getenv("TEST_LOG") != "" {
+		l := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
+		ctrllog.SetLogger(l)
+		klog.SetLogger(l)
+		return
+	}
+	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
 }

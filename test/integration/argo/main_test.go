@@ -18,13 +18,10 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/argoproj/argo-workflows/v3/pkg/plugins/executor"
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/google/uuid"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trainstep/trainstep/internal/testenv"
 	"github.com/trainstep/trainstep/internal/trainersim"
@@ -53,49 +50,24 @@ func decide(tj *trainer.TrainJob) trainersim.Behavior {
 	return trainersim.Behavior{Mode: trainersim.RunLocally}
 }
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if os.Getenv("TEST_LOG") != "" {
-		ctrllog.SetLogger(funcr.New(func(p, a string) { fmt.Fprintln(os.Stderr, p, a) }, funcr.Options{}))
-	} else {
-		ctrllog.SetLogger(logr.Discard())
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	crds, err := ArgoCRDs(ctx)
+func TestMain(m *testing.M) {
+	testenv.QuietLogs()
+	crds, err := ArgoCRDs(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
+		os.Exit(1)
 	}
-	start, stop := context.WithTimeout(ctx, 3*time.Minute)
-	e, err := testenv.Start(start, testenv.Options{ControllerManager: true, CRDDirs: []string{crds}})
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-		return 1
-	}
-	env = e
-	defer func() {
-		cancel()
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	os.Exit(testenv.Run(m, &env, testenv.Options{ControllerManager: true, CRDDirs: []string{crds}}, func(ctx context.Context, e *testenv.Env) (err error) {
+		if sim, err = trainersim.Start(ctx, e.Config, decide); err != nil {
+			return err
 		}
-	}()
-	if sim, err = trainersim.Start(ctx, env.Config, decide); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	scheme := env.Scheme
-	if err := wfv1.AddToScheme(scheme); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+		scheme := e.Scheme
+		if err := wfv1.AddToScheme(scheme); err != nil {
+			return err
+		}
+		c, err = client.New(e.Config, client.Options{Scheme: scheme})
+		return err
+	}))
 }
 
 // ArgoCRDs is the directory of Argo's minimal CRDs in the pinned module (go.mod requires it).

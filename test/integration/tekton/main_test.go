@@ -12,13 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/internal/testenv"
@@ -57,49 +53,24 @@ func decide(tj *trainer.TrainJob) trainersim.Behavior {
 
 func ptr[T any](v T) *T { return &v }
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if os.Getenv("TEST_LOG") != "" {
-		ctrllog.SetLogger(funcr.New(func(p, a string) { fmt.Fprintln(os.Stderr, p, a) }, funcr.Options{Verbosity: 1}))
-	} else {
-		ctrllog.SetLogger(logr.Discard())
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	crds, err := TektonCRDs(ctx)
+func TestMain(m *testing.M) {
+	testenv.QuietLogs()
+	crds, err := TektonCRDs(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
+		os.Exit(1)
 	}
-	start, stop := context.WithTimeout(ctx, 3*time.Minute)
-	e, err := testenv.Start(start, testenv.Options{ControllerManager: true, CRDDirs: []string{crds}})
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-		return 1
-	}
-	env = e
-	defer func() {
-		cancel()
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	os.Exit(testenv.Run(m, &env, testenv.Options{ControllerManager: true, CRDDirs: []string{crds}}, func(ctx context.Context, e *testenv.Env) (err error) {
+		if sim, err = trainersim.Start(ctx, e.Config, decide); err != nil {
+			return err
 		}
-	}()
-	if sim, err = trainersim.Start(ctx, env.Config, decide); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	scheme, err := tekton.Scheme()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+		scheme, err := tekton.Scheme()
+		if err != nil {
+			return err
+		}
+		c, err = client.New(e.Config, client.Options{Scheme: scheme})
+		return err
+	}))
 }
 
 // TektonCRDs is the CRD directory of the pinned Tekton module (go.mod requires it).
