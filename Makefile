@@ -62,7 +62,7 @@ test-e2e: build test-assets
 
 bench: test-assets ## benchmarks side by side; compare runs with benchstat
 	go test -run '^$$' -bench . -benchtime 30x -count 6 ./test/integration/core/ | tee bench.out
-	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) -col /wait bench.out || true
+	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) -col /wait bench.out
 	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) -col /submit bench.out
 
 clean:
