@@ -3,6 +3,7 @@ package trainjob
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -170,7 +171,7 @@ func envVars(m map[string]string) []corev1.EnvVar {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sortStrings(keys)
+	sort.Strings(keys)
 	var out []corev1.EnvVar
 	for _, k := range keys {
 		out = append(out, corev1.EnvVar{Name: k, Value: m[k]})

@@ -63,4 +63,3 @@ func sortedLabels(m map[string]string) []string {
 	return out
 }
 
-func sortStrings(s []string) { sort.Strings(s) }
