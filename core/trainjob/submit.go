@@ -62,4 +62,3 @@ func sortedLabels(m map[string]string) []string {
 	sort.Strings(out)
 	return out
 }
-
