@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -131,11 +132,19 @@ func (e *Env) start(ctx context.Context, assets string, opts Options) error {
 
 // configureAPIServer sets the apiserver flags the tests depend on, on top of envtest's defaults.
 func configureAPIServer(env *envtest.Environment) {
-	args := env.ControlPlane.GetAPIServer().Configure()
+	api := env.ControlPlane.GetAPIServer()
+	args := api.Configure()
 	// envtest defaults to RBAC today; say so, since the RBAC tests mean nothing without it.
 	// envtest's admin user is in system:masters, which RBAC always allows.
 	args.Set("authorization-mode", "RBAC")
+	// A graceful stop usually takes about a second, but with both cores busy (make test runs two
+	// suites at once) it has passed envtest's 20 s default, which envtest reports as an error
+	// after killing the process. Allow it longer; nothing waits on it but the suite's end.
+	api.StopTimeout = apiserverStopTimeout
 }
+
+// apiserverStopTimeout bounds kube-apiserver's graceful stop before envtest kills it.
+const apiserverStopTimeout = 90 * time.Second
 
 // Stop ends kube-controller-manager first (it would otherwise log errors while the apiserver
 // goes away), then the apiserver and etcd, and removes the temp directory. It is safe to call
