@@ -113,3 +113,21 @@ func Execute(ctx context.Context, url, token string, args executor.ExecuteTempla
 	}
 	return Call(ctx, url, token, b)
 }
+
+// Answer is one call's reply and when it arrived.
+type Answer struct {
+	Reply Reply
+	Err   error
+	At    time.Time
+}
+
+// ExecuteAsync makes one call in the background (a held call blocks) and delivers its answer.
+// The call outlives ctx's cancellation so a test can still read what it returned.
+func ExecuteAsync(ctx context.Context, url, token string, args executor.ExecuteTemplateArgs) <-chan Answer {
+	out := make(chan Answer, 1)
+	go func() {
+		r, err := Execute(context.WithoutCancel(ctx), url, token, args)
+		out <- Answer{Reply: r, Err: err, At: time.Now()}
+	}()
+	return out
+}

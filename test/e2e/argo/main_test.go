@@ -23,7 +23,6 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/go-logr/logr"
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,9 +44,6 @@ const Namespace = "argo"
 // PluginAddr is the plugin's address: the first containerPort of manifests/argo/plugin.yaml.
 const PluginAddr = "127.0.0.1:7356"
 
-// SimMode is the step label that tells the simulator what the TrainJob does.
-const SimMode = "sim-mode"
-
 var (
 	env      *testenv.Env
 	sim      *trainersim.Simulator
@@ -58,13 +54,6 @@ var (
 	logsMu   sync.Mutex
 	logs     = map[string]*syncBuffer{}
 )
-
-func decide(tj *trainer.TrainJob) trainersim.Behavior {
-	if tj.Labels[SimMode] == "hold" {
-		return trainersim.Behavior{Mode: trainersim.Hold}
-	}
-	return trainersim.Behavior{Mode: trainersim.RunLocally}
-}
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -118,7 +107,7 @@ func run(m *testing.M) int {
 
 func setUp(ctx context.Context) error {
 	var err error
-	if sim, err = trainersim.Start(ctx, env.Config, decide); err != nil {
+	if sim, err = trainersim.Start(ctx, env.Config, trainersim.ByLabel); err != nil {
 		return err
 	}
 	if err := wfv1.AddToScheme(env.Scheme); err != nil {

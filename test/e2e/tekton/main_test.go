@@ -42,16 +42,6 @@ var (
 // SystemNamespace is where Tekton's config lives.
 const SystemNamespace = "tekton-pipelines"
 
-func decide(tj *trainer.TrainJob) trainersim.Behavior {
-	switch tj.Labels["sim-mode"] {
-	case "hold":
-		return trainersim.Behavior{Mode: trainersim.Hold}
-	case "succeed":
-		return trainersim.Behavior{Mode: trainersim.Succeed}
-	}
-	return trainersim.Behavior{Mode: trainersim.RunLocally}
-}
-
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
@@ -108,7 +98,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer stopTekton()
-	if sim, err = trainersim.Start(ctx, env.Config, decide); err != nil {
+	if sim, err = trainersim.Start(ctx, env.Config, trainersim.ByLabel); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -1,7 +1,6 @@
 package argo_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -43,25 +42,16 @@ func BenchmarkCompletionNotice(b *testing.B) {
 		require.NoError(b, err)
 		require.NotNil(b, r.Node, "body: %s", r.Body)
 		name, _ := r.Output(trainjob.OutName)
-		type answer struct {
-			r   argotest.Reply
-			err error
-			at  time.Time
-		}
-		got := make(chan answer, 1)
-		go func() {
-			r, err := argotest.Execute(context.WithoutCancel(b.Context()), holder.URL, holder.Token, args)
-			got <- answer{r, err, time.Now()}
-		}()
+		got := argotest.ExecuteAsync(b.Context(), holder.URL, holder.Token, args)
 		require.Eventually(b, func() bool { return metric(b, holder, "trainstep_argo_held_calls") == "1" }, testenv.Timeout, time.Millisecond)
 		b.StartTimer()
 		start := complete(b, ns, name)
 		a := <-got
 		b.StopTimer()
-		require.NoError(b, a.err)
-		require.NotNil(b, a.r.Node)
-		require.Equal(b, wfv1.NodeSucceeded, a.r.Node.Phase, a.r.Node.Message)
-		lat = append(lat, a.at.Sub(start))
+		require.NoError(b, a.Err)
+		require.NotNil(b, a.Reply.Node)
+		require.Equal(b, wfv1.NodeSucceeded, a.Reply.Node.Phase, a.Reply.Node.Message)
+		lat = append(lat, a.At.Sub(start))
 		b.StartTimer()
 	}
 	b.StopTimer()
