@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/trainstep/trainstep/core/message"
 	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/step"
 )
@@ -39,7 +40,7 @@ func (f *Function) validate() field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("funcName"), f.FuncName,
 			fmt.Sprintf("trainer.func defines no top-level function of that name (it defines: %s)", strings.Join(defs, ", "))))
 	case f.FuncName == "" && len(defs) == 0:
-		errs = append(errs, field.Invalid(p.Child("func"), firstLine(f.Func), "defines no top-level function (def name(...):)"))
+		errs = append(errs, field.Invalid(p.Child("func"), message.FirstLine(f.Func), "defines no top-level function (def name(...):)"))
 	case f.FuncName == "" && len(defs) > 1:
 		errs = append(errs, field.Required(p.Child("funcName"), fmt.Sprintf("trainer.func defines %s; name the one to call", strings.Join(defs, ", "))))
 	case f.FuncName == "":
@@ -49,11 +50,6 @@ func (f *Function) validate() field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("funcArgs"), "", err.Error()))
 	}
 	return errs
-}
-
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return l
 }
 
 // build renders the function for the runtime. env is the merged environment, already holding the
@@ -69,7 +65,7 @@ func (f *Function) build(rt *runtimes.Runtime, rc *step.RuntimeConfig, env map[s
 	s := Script{Source: f.Func, FuncName: f.FuncName, FuncArgs: f.FuncArgs, Packages: pkgs, IndexURLs: urls, Policy: rt.Policy}
 	cmd, err := s.Command()
 	if err != nil {
-		return Parts{}, field.ErrorList{field.Invalid(trainerPath.Child("func"), firstLine(f.Func), err.Error())}
+		return Parts{}, field.ErrorList{field.Invalid(trainerPath.Child("func"), message.FirstLine(f.Func), err.Error())}
 	}
 	var p Parts
 	f.Common.apply(&p, env)
@@ -90,4 +86,30 @@ func envWith(own map[string]string, rc *step.RuntimeConfig, framework map[string
 		env[k] = v
 	}
 	return env, p, errs
+}
+
+// buildFunction is the shared tail of every function trainer: env merge, reserved names, script.
+func buildFunction(f *Function, rt *runtimes.Runtime, rc *step.RuntimeConfig, fw map[string]string, from map[string]*field.Path, procs *int32) (Parts, field.ErrorList) {
+	env, envPath, errs := envWith(f.Env, rc, fw, from)
+	errs = append(errs, reservedEnv(env, envPath, injectedEnv(rt.Policy), "trainstep and the Trainer derive it from trainer.numNodes and trainer.numProcPerNode")...)
+	if len(errs) > 0 {
+		return Parts{}, errs
+	}
+	p, errs := f.build(rt, rc, env)
+	p.NumProcPerNode = procs
+	return p, errs
+}
+
+// injectedEnv is the env the Trainer controller sets for a policy; a user value would be rejected
+// (torch, by the webhook) or silently overwritten (the others).
+func injectedEnv(p runtimes.Policy) []string {
+	switch p {
+	case runtimes.PolicyTorch:
+		return torchReserved
+	case runtimes.PolicyJAX:
+		return []string{"JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"}
+	case runtimes.PolicyXGBoost:
+		return []string{"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}
+	}
+	return nil
 }

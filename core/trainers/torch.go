@@ -63,14 +63,6 @@ func (t *TorchTrainer) ValidateRuntime(r *runtimes.Runtime) *field.Error {
 	return requirePolicy(t, r, runtimes.PolicyTorch, "torchrun")
 }
 
-func requirePolicy(t runtimes.Trainer, r *runtimes.Runtime, want runtimes.Policy, launcher string) *field.Error {
-	if r.Policy == want {
-		return nil
-	}
-	return field.Invalid(field.NewPath("runtime", "name"), r.Name,
-		fmt.Sprintf("%s starts the function with %s, which needs a runtime with mlPolicy.%s; runtime '%s' has mlPolicy.%s", t.Kind(), launcher, want, r.Name, r.Policy))
-}
-
 // Build implements Trainer.
 func (t *TorchTrainer) Build(rt *runtimes.Runtime, rc *step.RuntimeConfig) (Parts, field.ErrorList) {
 	fw := map[string]string{}
@@ -84,30 +76,4 @@ func (t *TorchTrainer) Build(rt *runtimes.Runtime, rc *step.RuntimeConfig) (Part
 		from["PET_MONITOR_INTERVAL"] = trainerPath.Child("monitorInterval")
 	}
 	return buildFunction(&t.Function, rt, rc, fw, from, t.NumProcPerNode)
-}
-
-// buildFunction is the shared tail of every function trainer: env merge, reserved names, script.
-func buildFunction(f *Function, rt *runtimes.Runtime, rc *step.RuntimeConfig, fw map[string]string, from map[string]*field.Path, procs *int32) (Parts, field.ErrorList) {
-	env, envPath, errs := envWith(f.Env, rc, fw, from)
-	errs = append(errs, reservedEnv(env, envPath, injectedEnv(rt.Policy), "trainstep and the Trainer derive it from trainer.numNodes and trainer.numProcPerNode")...)
-	if len(errs) > 0 {
-		return Parts{}, errs
-	}
-	p, errs := f.build(rt, rc, env)
-	p.NumProcPerNode = procs
-	return p, errs
-}
-
-// injectedEnv is the env the Trainer controller sets for a policy; a user value would be rejected
-// (torch, by the webhook) or silently overwritten (the others).
-func injectedEnv(p runtimes.Policy) []string {
-	switch p {
-	case runtimes.PolicyTorch:
-		return torchReserved
-	case runtimes.PolicyJAX:
-		return []string{"JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"}
-	case runtimes.PolicyXGBoost:
-		return []string{"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}
-	}
-	return nil
 }

@@ -5,7 +5,6 @@ package trainers
 
 import (
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -155,35 +154,4 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-// validateFramework is BaseTrainer.validate_runtime, with the SDK's message.
-func validateFramework(t runtimes.Trainer, r *runtimes.Runtime) *field.Error {
-	if runtimes.Has(t, r.Framework) {
-		return nil
-	}
-	return field.Invalid(field.NewPath("runtime", "name"), r.Name,
-		fmt.Sprintf("%s supports frameworks %v, but runtime '%s' has framework '%s'", t.Kind(), t.Frameworks(), r.Name, r.Framework))
-}
-
-// validateType is FuncTrainer/ConfigTrainer.validate_runtime, with the KEP's message.
-func validateType(t runtimes.Trainer, r *runtimes.Runtime, want runtimes.TrainerType) *field.Error {
-	if r.Type == want {
-		return nil
-	}
-	return field.Invalid(field.NewPath("runtime", "name"), r.Name,
-		fmt.Sprintf("%s requires a runtime with trainer_type=%s, but runtime '%s' has trainer_type=%s", t.Kind(), want, r.Name, r.Type))
-}
-
-// torchReserved are the env names the Trainer's torch plugin sets; its webhook rejects them.
-var torchReserved = []string{"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
-
-func reservedEnv(env map[string]string, p *field.Path, names []string, fix string) field.ErrorList {
-	var errs field.ErrorList
-	for _, n := range names {
-		if _, ok := env[n]; ok {
-			errs = append(errs, field.Forbidden(p.Key(n), "set by the Trainer controller on this runtime; "+fix))
-		}
-	}
-	return errs
 }

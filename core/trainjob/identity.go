@@ -14,22 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// Labels and annotations trainstep puts on every TrainJob it creates.
-const (
-	LabelManagedBy     = "app.kubernetes.io/managed-by"
-	ManagedByValue     = "trainstep"
-	LabelEngine        = "trainstep.dev/engine"
-	LabelOwnerUID      = "trainstep.dev/owner-uid"
-	LabelStep          = "trainstep.dev/step"
-	LabelAttempt       = "trainstep.dev/attempt"
-	LabelFramework     = "trainstep.dev/framework"
-	LabelNumNodes      = "trainstep.dev/num-nodes"
-	AnnotationStepKey  = "trainstep.dev/step-key"
-	AnnotationOwnerUID = "trainstep.dev/owner-uid"
-	AnnotationTrainer  = "trainstep.dev/trainer"
-	LabelKueueQueue    = "kueue.x-k8s.io/queue-name"
-)
-
 // Identity is who a TrainJob belongs to: the engine, the run that owns the step (an Argo
 // Workflow UID, a Tekton CustomRun UID, …), the step within it and the attempt. The same identity
 // always names the same TrainJob, so a replayed or restarted step finds its job instead of

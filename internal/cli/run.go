@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/core/local"
+	"github.com/trainstep/trainstep/core/message"
 	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainers"
@@ -141,7 +141,7 @@ func (o *runOptions) run(ctx context.Context) int {
 		Timeout:       timeout,
 		KeepOnTimeout: spec.KeepOnTimeout,
 		OnChange: func(obs trainjob.Observation) {
-			o.say("%s: %s", obs.Phase, firstLine(obs.Message))
+			o.say("%s: %s", obs.Phase, message.FirstLine(obs.Message))
 			if !streaming && !o.noLogs && follower != nil && obs.Node0Pod != "" {
 				streaming = true
 				go o.follow(ctx, follower, obs.Namespace, obs.Node0Pod)
@@ -274,9 +274,4 @@ func (o *runOptions) fail(err error) int {
 	}
 	o.say("error: %v", err)
 	return ExitError
-}
-
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\n")
-	return l
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -298,12 +297,4 @@ func outputs(obs trainjob.Observation) *wfv1.Outputs {
 		out.Parameters = append(out.Parameters, wfv1.Parameter{Name: n, Value: wfv1.AnyStringPtr(values[n])})
 	}
 	return out
-}
-
-// summary is the message of a reply, shortened for a log line.
-func summary(msg string) string {
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
-	}
-	return msg
 }

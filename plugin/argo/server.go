@@ -13,6 +13,8 @@ import (
 	"github.com/argoproj/argo-workflows/v3/pkg/plugins/executor"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/trainstep/trainstep/core/message"
 )
 
 // ExecutePath is the one method of Argo's executor plugin API.
@@ -96,7 +98,7 @@ func (p *Plugin) handleExecute(c *gin.Context) {
 			attrs = append(attrs, "trainjob", res.trainJob)
 		}
 		if res.reply.Node != nil {
-			attrs = append(attrs, "message", summary(res.reply.Node.Message))
+			attrs = append(attrs, "message", message.FirstLine(res.reply.Node.Message))
 		}
 		p.log.Info("execute", attrs...)
 	}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainstep/trainstep/core/message"
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
@@ -349,18 +350,9 @@ func (s *state) retryOrFail(reason, msg string) {
 	run.Status.StartTime = &now // the next attempt, and its timeout, start now
 	s.extra.TrainJob = ""
 	note := fmt.Sprintf("attempt %d of %d failed (%s: %s); starting attempt %d",
-		len(run.Status.RetriesStatus), run.Spec.Retries+1, reason, firstLine(msg), len(run.Status.RetriesStatus)+1)
+		len(run.Status.RetriesStatus), run.Spec.Retries+1, reason, message.FirstLine(msg), len(run.Status.RetriesStatus)+1)
 	s.setUnknown(ReasonRetrying, note)
 	s.event(corev1.EventTypeWarning, ReasonRetrying, "Retry", note)
-}
-
-func firstLine(s string) string {
-	for i, c := range s {
-		if c == '\n' {
-			return s[:i]
-		}
-	}
-	return s
 }
 
 // cancel deletes the TrainJob and ends the run with the reason Tekton matches.

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/core/trainjob"
-	"github.com/trainstep/trainstep/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // e2eTimeout bounds one workflow: the controller requeues every second here, the agent patches

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/trainstep/trainstep/internal/testenv"
-	"github.com/trainstep/trainstep/internal/trainersim"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
 var (

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/internal/cli"
-	"github.com/trainstep/trainstep/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 type result struct {

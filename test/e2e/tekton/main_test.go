@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/trainstep/trainstep/internal/testenv"
-	"github.com/trainstep/trainstep/internal/trainersim"
 	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
 var (

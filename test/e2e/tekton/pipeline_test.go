@@ -11,10 +11,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/core/trainjob"
-	"github.com/trainstep/trainstep/internal/testenv"
-	"github.com/trainstep/trainstep/internal/trainersim"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
 // e2eTimeout allows for the Tekton controller's start-up and two real (local) training runs.

@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
-	"github.com/trainstep/trainstep/internal/testenv"
 	"github.com/trainstep/trainstep/plugin/argo"
-	"github.com/trainstep/trainstep/plugin/argo/argotest"
+	"github.com/trainstep/trainstep/test/internal/argotest"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // BenchmarkCompletionNotice: from the write that makes a TrainJob terminal to the held call's

@@ -21,7 +21,7 @@ import (
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/argo"
-	"github.com/trainstep/trainstep/plugin/argo/argotest"
+	"github.com/trainstep/trainstep/test/internal/argotest"
 )
 
 // step is a trainstep plugin body whose TrainJob does what mode says in the simulator.

@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
-	"github.com/trainstep/trainstep/internal/testenv"
-	"github.com/trainstep/trainstep/internal/trainersim"
 	"github.com/trainstep/trainstep/plugin/argo"
-	"github.com/trainstep/trainstep/plugin/argo/argotest"
+	"github.com/trainstep/trainstep/test/internal/argotest"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
 // callUntil calls until the reply is terminal (the agent's loop, with no requeue delay).

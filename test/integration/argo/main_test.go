@@ -23,10 +23,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainstep/trainstep/internal/testenv"
-	"github.com/trainstep/trainstep/internal/trainersim"
 	"github.com/trainstep/trainstep/plugin/argo"
-	"github.com/trainstep/trainstep/plugin/argo/argotest"
+	"github.com/trainstep/trainstep/test/internal/argotest"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
 var (

@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainstep/trainstep/internal/testenv"
-	"github.com/trainstep/trainstep/internal/trainersim"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
 var (

@@ -17,7 +17,7 @@ import (
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainers"
 	"github.com/trainstep/trainstep/core/trainjob"
-	"github.com/trainstep/trainstep/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 const fn = `"def train(lr=0.1):\n    print(lr)\n"`

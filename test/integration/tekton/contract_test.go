@@ -12,10 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
-	"github.com/trainstep/trainstep/internal/testenv"
-	"github.com/trainstep/trainstep/internal/trainersim"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
 // A real run: the xgboost function runs on two simulated nodes (python, locally), and every

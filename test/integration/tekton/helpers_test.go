@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainstep/trainstep/internal/testenv"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // controller is one running Tekton face, watching one namespace.

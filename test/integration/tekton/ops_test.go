@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainstep/trainstep/internal/testenv"
 	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 func freeAddr(t testing.TB) string {

@@ -14,7 +14,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 
-	"github.com/trainstep/trainstep/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 func TestStockRuntimesInstalled(t *testing.T) {

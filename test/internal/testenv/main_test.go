@@ -8,7 +8,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/trainstep/trainstep/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // env runs the garbage collector too, so the tests below can prove kube-controller-manager works.

@@ -3,15 +3,16 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
-	"k8s.io/klog/v2"
 	"os"
 	"os/signal"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // startTimeout bounds Start in Run: a start takes 6-10 s, but a busy 2-core CI machine with a

@@ -1,0 +1,17 @@
+package trainjob
+
+// Labels and annotations trainstep puts on every TrainJob it creates.
+const (
+	LabelManagedBy     = "app.kubernetes.io/managed-by"
+	ManagedByValue     = "trainstep"
+	LabelEngine        = "trainstep.dev/engine"
+	LabelOwnerUID      = "trainstep.dev/owner-uid"
+	LabelStep          = "trainstep.dev/step"
+	LabelAttempt       = "trainstep.dev/attempt"
+	LabelFramework     = "trainstep.dev/framework"
+	LabelNumNodes      = "trainstep.dev/num-nodes"
+	AnnotationStepKey  = "trainstep.dev/step-key"
+	AnnotationOwnerUID = "trainstep.dev/owner-uid"
+	AnnotationTrainer  = "trainstep.dev/trainer"
+	LabelKueueQueue    = "kueue.x-k8s.io/queue-name"
+)
