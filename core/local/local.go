@@ -349,7 +349,7 @@ func pythonShim(root string) (string, error) {
 	}
 	py3, err := exec.LookPath("python3")
 	if err != nil {
-		return "", nil // checkEntrypoints says what is missing
+		return "", nil //nolint:nilerr // no python3 is not an error here: checkEntrypoints names what is missing
 	}
 	dir := filepath.Join(root, "bin")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -63,7 +63,7 @@ func unknownKeys(v any, t reflect.Type, path *field.Path) field.ErrorList {
 		if !ok {
 			return nil // a type error; reported by the second pass
 		}
-		fields := jsonFields(t)
+		fields := JSONFields(t)
 		keys := make([]string, 0, len(obj))
 		for k := range obj {
 			keys = append(keys, k)
@@ -97,8 +97,10 @@ func unknownKeys(v any, t reflect.Type, path *field.Path) field.ErrorList {
 	return errs
 }
 
-// jsonFields maps the JSON keys of a struct (embedded structs flattened) to their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
+// JSONFields maps the JSON keys of a struct (embedded structs flattened) to their types, as
+// encoding/json reads them: an untagged field is keyed by its Go name. The strict decoder and the
+// JSON Schema generator both use it, so what the schema offers is what the parser takes.
+func JSONFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -114,7 +116,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 			if ft.Kind() == reflect.Pointer {
 				ft = ft.Elem()
 			}
-			for k, v := range jsonFields(ft) {
+			for k, v := range JSONFields(ft) {
 				out[k] = v
 			}
 			continue

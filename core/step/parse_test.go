@@ -70,7 +70,7 @@ func TestDecodeStrictKeepsNumbers(t *testing.T) {
 		Args map[string]any `json:"args"`
 	}
 	require.Empty(t, DecodeStrict([]byte(`{"args":{"a":1,"b":1.0,"c":1e3}}`), &out, nil))
-	assert.Equal(t, "1", string(out.Args["a"].(interface{ String() string }).String()))
+	assert.Equal(t, "1", out.Args["a"].(interface{ String() string }).String())
 	assert.Equal(t, "1.0", out.Args["b"].(interface{ String() string }).String())
 }
 

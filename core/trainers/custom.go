@@ -25,7 +25,8 @@ func newCustom(framework string, raw json.RawMessage) (Trainer, field.ErrorList)
 	if errs := step.DecodeStrict(raw, &t.Function, trainerPath); len(errs) > 0 {
 		return nil, errs
 	}
-	return t, t.validate()
+	errs := t.validate()
+	return t, errs
 }
 
 func orDefault(fw string) string {

@@ -23,7 +23,8 @@ func newFrameworkFunction(kind, framework string) Factory {
 		if errs := step.DecodeStrict(raw, &t.Function, trainerPath); len(errs) > 0 {
 			return nil, errs
 		}
-		return t, t.validate()
+		errs := t.validate()
+		return t, errs
 	}
 }
 

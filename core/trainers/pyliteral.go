@@ -36,7 +36,7 @@ func writePy(b *strings.Builder, v any) error {
 		}
 		b.WriteString(s) // JSON number syntax is a subset of Python's
 	case float64:
-		b.WriteString(fmt.Sprintf("%v", x))
+		fmt.Fprintf(b, "%v", x)
 	case int, int32, int64:
 		fmt.Fprintf(b, "%d", x)
 	case string:

@@ -75,7 +75,7 @@ func (s Script) entry() string {
 func (s Script) program() (string, error) {
 	call := s.FuncName + "()"
 	if len(s.FuncArgs) > 0 {
-		args, err := PyLiteral(map[string]any(s.FuncArgs))
+		args, err := PyLiteral(s.FuncArgs)
 		if err != nil {
 			return "", err
 		}

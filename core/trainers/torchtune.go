@@ -44,8 +44,7 @@ func newTorchTune(_ string, raw json.RawMessage) (Trainer, field.ErrorList) {
 		}
 	}
 	for k, v := range t.Config {
-		switch v.(type) {
-		case map[string]any:
+		if _, nested := v.(map[string]any); nested {
 			errs = append(errs, field.Invalid(trainerPath.Child("config").Key(k), v, "must be a value or a list; write nested keys with dots (optimizer.lr: 0.001)"))
 		}
 		if strings.ContainsAny(k, "= \n") || k == "" {

@@ -52,8 +52,6 @@ func env(p Parts) map[string]string {
 	return out
 }
 
-const fn = "def train(lr):\n    print(lr)\n"
-
 func TestTorchTrainerMapping(t *testing.T) {
 	tr, p := build(t, `
 framework: torch

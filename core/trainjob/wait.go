@@ -90,7 +90,7 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 		if deadline == nil && opts.Timeout > 0 {
 			left := tj.CreationTimestamp.Add(opts.Timeout).Sub(w.now())
 			timer := time.NewTimer(max(left, 0))
-			defer timer.Stop()
+			defer timer.Stop() //nolint:gocritic // deferInLoop: armed once, guarded by deadline == nil
 			deadline = timer.C
 		}
 		if obs.Phase == PhaseFailed {
@@ -128,8 +128,8 @@ func (w *Waiter) withTail(ctx context.Context, obs Observation) Observation {
 		// The pod watch may trail the TrainJob's: ask the apiserver once.
 		pods := &corev1.PodList{}
 		if err := w.Client.List(ctx, pods, client.InNamespace(obs.Namespace), client.MatchingLabels{LabelJobSetName: obs.Name}); err == nil {
-			if trainer := TrainerPods(pods.Items, obs.Name); len(trainer) > 0 {
-				obs.FailedPod = failedPod(trainer)
+			if nodes := TrainerPods(pods.Items, obs.Name); len(nodes) > 0 {
+				obs.FailedPod = failedPod(nodes)
 			}
 		}
 	}

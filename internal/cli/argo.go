@@ -29,9 +29,7 @@ func newArgoPluginCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.Namespace == "" {
-				o.Namespace = k.ns()
-			}
+			o.Namespace = k.ns()
 			handler := slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
 			o.Logger = slog.New(handler)
 			// client-go and controller-runtime log through logr: the same JSON stream.
@@ -47,9 +45,8 @@ func newArgoPluginCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&k.kubeconfig, "kubeconfig", "", "path to the kubeconfig (default $KUBECONFIG or ~/.kube/config, or in-cluster)")
-	f.StringVar(&k.context, "context", "", "the kubeconfig context")
-	f.StringVarP(&o.Namespace, "namespace", "n", os.Getenv("POD_NAMESPACE"), "the namespace served, the agent pod's (default $POD_NAMESPACE, else the context's)")
+	k.bind(f)
+	k.bindNamespace(f, os.Getenv("POD_NAMESPACE"), "the namespace served, the agent pod's ($POD_NAMESPACE)")
 	f.StringVar(&o.Workflow, "workflow", os.Getenv("ARGO_WORKFLOW_NAME"), "watch only this workflow (default $ARGO_WORKFLOW_NAME; empty watches every workflow of the namespace)")
 	f.StringVar(&o.Addr, "addr", argo.DefaultAddr, "listen address; the first containerPort of the plugin's sidecar")
 	f.StringVar(&o.TokenFile, "token-file", argo.DefaultTokenFile, "the agent's bearer token file, re-read when it changes")

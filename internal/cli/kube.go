@@ -3,12 +3,12 @@ package cli
 import (
 	"fmt"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
 )
 
 // kubeFlags are the cluster flags every command shares.
@@ -16,6 +16,18 @@ type kubeFlags struct {
 	kubeconfig string
 	context    string
 	namespace  string
+}
+
+// bind adds --kubeconfig and --context, worded the same in every command.
+func (k *kubeFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&k.kubeconfig, "kubeconfig", "", "path to the kubeconfig (default $KUBECONFIG or ~/.kube/config, or in-cluster)")
+	f.StringVar(&k.context, "context", "", "the kubeconfig context")
+}
+
+// bindNamespace adds -n/--namespace; what the namespace is for differs by command, so the help
+// says it. An empty value falls back to the kubeconfig context's namespace (see ns).
+func (k *kubeFlags) bindNamespace(f *pflag.FlagSet, def, usage string) {
+	f.StringVarP(&k.namespace, "namespace", "n", def, usage+" (default: the kubeconfig context's)")
 }
 
 func (k *kubeFlags) loader() clientcmd.ClientConfig {
@@ -45,21 +57,10 @@ func (k *kubeFlags) ns() string {
 	return "default"
 }
 
-func newScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := trainer.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
 func newClient(cfg *rest.Config) (client.WithWatch, error) {
-	s, err := newScheme()
+	s, err := trainjob.NewScheme()
 	if err != nil {
-		return nil, fmt.Errorf("building the API scheme: %w", err)
+		return nil, err
 	}
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
 	if err != nil {

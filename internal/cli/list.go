@@ -53,9 +53,8 @@ func newRuntimesCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.BoolVar(&fromStock, "stock", false, "list the stock runtimes shipped in this binary instead of the cluster's")
-	f.StringVar(&k.kubeconfig, "kubeconfig", "", "path to the kubeconfig")
-	f.StringVar(&k.context, "context", "", "the kubeconfig context")
-	f.StringVarP(&k.namespace, "namespace", "n", "", "the namespace whose TrainingRuntimes are listed too")
+	k.bind(f)
+	k.bindNamespace(f, "", "the namespace whose TrainingRuntimes are listed too")
 	return cmd
 }
 

@@ -74,9 +74,8 @@ Exit codes: 0 succeeded, 1 the TrainJob failed, 2 invalid step (nothing created)
 	f.StringVar(&o.runtimesFrom, "runtimes-from", "auto", "with --local: where runtimes come from: auto (the cluster if reachable, else stock), cluster, stock")
 	f.BoolVar(&o.keepOnStop, "keep-on-interrupt", false, "leave the TrainJob running when this command is interrupted")
 	f.BoolVar(&o.noLogs, "no-logs", false, "do not stream the node-0 log")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig (default $KUBECONFIG or ~/.kube/config, or in-cluster)")
-	f.StringVar(&o.context, "context", "", "the kubeconfig context")
-	f.StringVarP(&o.namespace, "namespace", "n", "", "the step namespace (default: the context's)")
+	o.bind(f)
+	o.bindNamespace(f, "", "the step namespace")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }

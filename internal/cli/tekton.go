@@ -41,8 +41,7 @@ func newTektonControllerCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&kube.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config or in-cluster)")
-	f.StringVar(&kube.context, "context", "", "kubeconfig context")
+	kube.bind(f)
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics (0 turns it off)")
 	f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0 turns them off)")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect a leader so only one replica reconciles")

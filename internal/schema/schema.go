@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"reflect"
 	"sort"
-	"strings"
 
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainers"
@@ -83,23 +82,8 @@ func object(t reflect.Type) map[string]any {
 }
 
 func addFields(t reflect.Type, props map[string]any) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		if f.Anonymous && name == "" {
-			addFields(deref(f.Type), props)
-			continue
-		}
-		if name == "" {
-			continue
-		}
-		s := typeSchema(f.Type)
+	for name, ft := range step.JSONFields(t) {
+		s := typeSchema(ft)
 		if d, ok := descriptions[name]; ok {
 			s["description"] = d
 		}

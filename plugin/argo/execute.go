@@ -38,9 +38,9 @@ type result struct {
 	notice   *time.Duration // terminal condition → this reply
 }
 
-// ExecuteTemplate answers one call. It never returns an error the agent would treat as fatal for
+// executeTemplate answers one call. It never returns an error the agent would treat as fatal for
 // a step that may still succeed: API trouble is a Pending reply with a requeue.
-func (p *Plugin) ExecuteTemplate(ctx context.Context, args executor.ExecuteTemplateArgs) result {
+func (p *Plugin) executeTemplate(ctx context.Context, args executor.ExecuteTemplateArgs) result {
 	body, err := pluginBody(args.Template, p.opts.Key)
 	if err != nil || body == nil {
 		return result{outcome: outcomeForeign} // not ours: 200 {} and the agent asks the next plugin
@@ -132,26 +132,16 @@ func (p *Plugin) follow(ctx context.Context, req *request, tj *trainer.TrainJob)
 			if p.opts.HoldMax <= 0 || !p.acquire() {
 				return p.inProgress(req, obs, p.clock.Since(start))
 			}
-			defer p.release()
+			// Each defer below runs once per call: the block is guarded by changed == nil.
+			defer p.release() //nolint:gocritic // deferInLoop: guarded, see above
 			ch, done := p.waiters.add(key)
-			defer done()
+			defer done() //nolint:gocritic // deferInLoop: guarded, see above
 			changed = ch
 			timer := p.clock.NewTimer(p.opts.HoldMax)
-			defer timer.Stop()
+			defer timer.Stop() //nolint:gocritic // deferInLoop: guarded, see above
 			hold = timer.C()
 		}
-		var expire <-chan time.Time
-		if !deadline.IsZero() {
-			t := p.clock.NewTimer(deadline.Sub(p.clock.Now()))
-			defer t.Stop()
-			expire = t.C()
-		}
-		select {
-		case <-changed:
-		case <-expire:
-		case <-hold:
-			return p.inProgress(req, obs, p.clock.Since(start))
-		case <-ctx.Done():
+		if !p.sleep(ctx, changed, hold, deadline) {
 			return p.inProgress(req, obs, p.clock.Since(start))
 		}
 		cur := &trainer.TrainJob{}
@@ -162,6 +152,27 @@ func (p *Plugin) follow(ctx context.Context, req *request, tj *trainer.TrainJob)
 			return p.pending(req, key.Name, fmt.Sprintf("reading TrainJob %s: %v", key.Name, err))
 		}
 		tj = cur
+	}
+}
+
+// sleep waits for a change or the step's deadline (true: look again), or for the hold or the
+// call to end (false: answer in progress). Its deadline timer is stopped on every path.
+func (p *Plugin) sleep(ctx context.Context, changed <-chan struct{}, hold <-chan time.Time, deadline time.Time) bool {
+	var expire <-chan time.Time
+	if !deadline.IsZero() {
+		t := p.clock.NewTimer(deadline.Sub(p.clock.Now()))
+		defer t.Stop()
+		expire = t.C()
+	}
+	select {
+	case <-changed:
+		return true
+	case <-expire:
+		return true
+	case <-hold:
+		return false
+	case <-ctx.Done():
+		return false
 	}
 }
 

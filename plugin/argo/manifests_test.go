@@ -1,7 +1,6 @@
 package argo_test
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,12 +18,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-var update = flag.Bool("update", false, "rewrite manifests/argo/trainstep-executor-plugin-configmap.yaml from plugin.yaml")
-
 const manifests = "../../manifests/argo"
 
 // TestPluginConfigMapIsWhatArgoBuilds: the committed ConfigMap is what `argo executor-plugin
-// build` makes from plugin.yaml (the same Argo function), and Argo reads it back.
+// build` makes from plugin.yaml (the same Argo function; internal/generate writes the file and
+// checks it is current), and Argo reads it back.
 func TestPluginConfigMapIsWhatArgoBuilds(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(manifests, "plugin.yaml"))
 	require.NoError(t, err)
@@ -34,19 +32,13 @@ func TestPluginConfigMapIsWhatArgoBuilds(t *testing.T) {
 	want, err := plugins.ToConfigMap(p)
 	require.NoError(t, err, "Argo's validation of the sidecar")
 	path := filepath.Join(manifests, "trainstep-executor-plugin-configmap.yaml")
-	if *update {
-		out, err := yaml.Marshal(want)
-		require.NoError(t, err)
-		header := "# Generated from plugin.yaml by Argo's own code (go test ./plugin/argo -run ConfigMap -update),\n# as `argo executor-plugin build manifests/argo` makes it. Do not edit by hand.\n"
-		require.NoError(t, os.WriteFile(path, append([]byte(header), out...), 0o644))
-	}
 	b, err = os.ReadFile(path)
 	require.NoError(t, err)
 	got := &corev1.ConfigMap{}
 	require.NoError(t, yaml.UnmarshalStrict(b, got))
 	assert.Equal(t, want.Labels, got.Labels)
 	assert.Equal(t, want.Annotations, got.Annotations)
-	assert.Equal(t, want.Data, got.Data, "regenerate with: go test ./plugin/argo -run ConfigMap -update")
+	assert.Equal(t, want.Data, got.Data, "regenerate with: make generate")
 	assert.Equal(t, "trainstep-executor-plugin", got.Name)
 
 	back, err := plugins.FromConfigMap(got)

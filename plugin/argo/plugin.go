@@ -2,7 +2,6 @@ package argo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -62,7 +60,7 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme, err := newScheme()
+	scheme, err := trainjob.NewScheme(wfv1.AddToScheme)
 	if err != nil {
 		return nil, err
 	}
@@ -98,16 +96,6 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 	}
 	p.reaper = newReaper(opts.Namespace, c, api, opts.Logger)
 	return p, nil
-}
-
-func newScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, wfv1.AddToScheme} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("building the API scheme: %w", err)
-		}
-	}
-	return s, nil
 }
 
 // cacheOptions keeps the cache to what the plugin reads: its namespace's trainstep TrainJobs
@@ -258,5 +246,3 @@ func (w *waiters) notify(obj any) {
 		}
 	}
 }
-
-var errWorkflowStopping = errors.New("the workflow is stopping or done")

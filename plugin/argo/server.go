@@ -80,7 +80,7 @@ func (p *Plugin) handleExecute(c *gin.Context) {
 	// The agent gives up on a call after 30 s; never hold one that long.
 	ctx, cancel := context.WithTimeout(c.Request.Context(), agentTimeout-2*time.Second)
 	defer cancel()
-	res := p.ExecuteTemplate(ctx, args)
+	res := p.executeTemplate(ctx, args)
 	p.count(res.outcome)
 	p.metrics.hold.Observe(res.held.Seconds())
 	if res.notice != nil {

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -113,13 +112,7 @@ func (o Options) Validate() error {
 
 // Scheme knows the types the controller reads and writes.
 func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, v1beta1.AddToScheme} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("building the controller's scheme: %w", err)
-		}
-	}
-	return s, nil
+	return trainjob.NewScheme(v1beta1.AddToScheme)
 }
 
 // New builds a manager running the controller, with leader election, probes and metrics as

@@ -2,6 +2,7 @@ package tekton
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"testing"
@@ -22,11 +23,11 @@ func TestExamplePipelineValidates(t *testing.T) {
 	kinds := map[string]int{}
 	for {
 		var doc map[string]any
-		if err := dec.Decode(&doc); err == io.EOF {
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
 			break
-		} else {
-			require.NoError(t, err)
 		}
+		require.NoError(t, err)
 		js, err := sigsyaml.Marshal(doc)
 		require.NoError(t, err)
 		kind, _ := doc["kind"].(string)

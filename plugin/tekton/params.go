@@ -177,8 +177,8 @@ func paramValue(path []string, v v1beta1.ParamValue) any {
 }
 
 var (
-	intLike   = regexp.MustCompile(`^-?[0-9]+$`)
-	floatLike = regexp.MustCompile(`^-?[0-9]*\.[0-9]+([eE][-+]?[0-9]+)?$`)
+	intLike   = regexp.MustCompile(`^-?\d+$`)
+	floatLike = regexp.MustCompile(`^-?\d*\.\d+([eE][-+]?\d+)?$`)
 )
 
 func scalar(path []string, s string) any {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"io"
 
@@ -39,7 +40,7 @@ func Objects() ([]unstructured.Unstructured, error) {
 	for {
 		var u unstructured.Unstructured
 		if err := dec.Decode(&u.Object); err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
 			return nil, fmt.Errorf("decoding the embedded stock runtimes: %w", err)

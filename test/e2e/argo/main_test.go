@@ -176,7 +176,7 @@ func setUp(ctx context.Context) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the plugin did not become ready at %s: %v", PluginAddr, err)
+			return fmt.Errorf("the plugin did not become ready at %s: %w", PluginAddr, err)
 		}
 		time.Sleep(testenv.Interval) // polling a subprocess's readiness: nothing to wait on
 	}

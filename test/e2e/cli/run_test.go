@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/internal/cli"
 	"github.com/trainstep/trainstep/test/internal/testenv"
@@ -46,7 +45,8 @@ func executor(t *testing.T, args ...string) result {
 	cmd, stdout, stderr := command(t, append(args, "--output-dir", outDir)...)
 	err := cmd.Run()
 	r := result{stdout: stdout.String(), stderr: stderr.String(), outputs: map[string]string{}}
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		r.code = ee.ExitCode()
 	} else {
 		require.NoError(t, err)
@@ -64,12 +64,6 @@ func onCluster(ns, file string, extra ...string) []string {
 	return append([]string{"run", "-f", file, "--kubeconfig", env.Kubeconfig, "-n", ns}, extra...)
 }
 
-func trainJobs(t *testing.T, ns string) []trainer.TrainJob {
-	l := &trainer.TrainJobList{}
-	require.NoError(t, env.Client.List(t.Context(), l, client.InNamespace(ns)))
-	return l.Items
-}
-
 const xgbStep = `
 framework: xgboost
 trainer:
@@ -82,7 +76,7 @@ trainer:
             print("rank", os.environ["DMLC_TASK_ID"], "epoch", e)
 `
 
-func TestRunSucceedsAndWritesOutputs(t *testing.T) {
+func TestSucceedsWithEveryOutput(t *testing.T) {
 	ns := env.Namespace(t)
 	r := executor(t, onCluster(ns, writeStep(t, xgbStep))...)
 	require.Equal(t, cli.ExitSucceeded, r.code, r.stderr)
@@ -93,7 +87,7 @@ func TestRunSucceedsAndWritesOutputs(t *testing.T) {
 	assert.Equal(t, "xgboost", r.outputs["framework"])
 	assert.Equal(t, "2", r.outputs["num-nodes"])
 	assert.Equal(t, ns, r.outputs["trainjob-namespace"])
-	tjs := trainJobs(t, ns)
+	tjs := testenv.TrainJobs(t.Context(), t, env.Client, ns)
 	require.Len(t, tjs, 1)
 	assert.Equal(t, tjs[0].Name, r.outputs["trainjob-name"])
 	for _, name := range []string{"start-time", "completion-time", "duration-seconds", "message", "metrics", "progress-percentage"} {
@@ -102,7 +96,7 @@ func TestRunSucceedsAndWritesOutputs(t *testing.T) {
 	assert.Contains(t, r.stdout, "phase: Succeeded")
 }
 
-func TestRunFailedExitsOne(t *testing.T) {
+func TestFailureCarriesTheLogTail(t *testing.T) {
 	ns := env.Namespace(t)
 	r := executor(t, onCluster(ns, writeStep(t, "framework: jax\nlabels: {sim-mode: fail}\ntrainer: {func: \"def f(): pass\"}"))...)
 	assert.Equal(t, cli.ExitFailed, r.code, r.stderr)
@@ -113,20 +107,20 @@ func TestRunFailedExitsOne(t *testing.T) {
 	assert.Contains(t, r.outputs["message"], "no log tail")
 }
 
-func TestRunTimeoutExitsThreeAndDeletes(t *testing.T) {
+func TestTimeoutDeletesTheTrainJob(t *testing.T) {
 	ns := env.Namespace(t)
 	r := executor(t, onCluster(ns, writeStep(t, "framework: jax\nlabels: {sim-mode: hold}\ntimeout: 2s\ntrainer: {func: \"def f(): pass\"}"))...)
 	assert.Equal(t, cli.ExitTimedOut, r.code, r.stderr)
 	assert.Equal(t, "TimedOut", r.outputs["phase"])
-	require.Eventually(t, func() bool { return len(trainJobs(t, ns)) == 0 }, testenv.Timeout, testenv.Interval)
+	require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, env.Client, ns)) == 0 }, testenv.Timeout, testenv.Interval)
 }
 
-func TestRunBadInputExitsTwo(t *testing.T) {
+func TestBadInputNamesTheFieldAndCreatesNothing(t *testing.T) {
 	ns := env.Namespace(t)
 	r := executor(t, onCluster(ns, writeStep(t, "framework: torch\ntrainer: {func: \"def f(): pass\", numNodes: -1}"))...)
 	assert.Equal(t, cli.ExitInvalid, r.code)
 	assert.Contains(t, r.stderr, "trainer.numNodes: Invalid value: -1: must be 1 or more")
-	assert.Empty(t, trainJobs(t, ns))
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, env.Client, ns))
 }
 
 func TestDryRunPrintsTheTrainJobAndCreatesNothing(t *testing.T) {
@@ -137,10 +131,10 @@ func TestDryRunPrintsTheTrainJobAndCreatesNothing(t *testing.T) {
 	assert.Contains(t, out, "kind: TrainJob")
 	assert.Contains(t, out, "name: xgboost-distributed")
 	assert.Contains(t, out, "numNodes: 2")
-	assert.Empty(t, trainJobs(t, ns))
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, env.Client, ns))
 }
 
-func TestRerunWithTheSameStepKeyFindsTheSameTrainJob(t *testing.T) {
+func TestReplayFindsTheSameTrainJob(t *testing.T) {
 	ns := env.Namespace(t)
 	f := writeStep(t, xgbStep)
 	args := onCluster(ns, f, "--step-key", "train", "--owner-uid", "wf-1234")
@@ -150,25 +144,25 @@ func TestRerunWithTheSameStepKeyFindsTheSameTrainJob(t *testing.T) {
 	require.Equal(t, cli.ExitSucceeded, second.code, second.stderr)
 	assert.Contains(t, second.stderr, "found existing TrainJob")
 	assert.Equal(t, first.outputs["trainjob-name"], second.outputs["trainjob-name"])
-	assert.Len(t, trainJobs(t, ns), 1)
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, env.Client, ns), 1)
 	third := executor(t, append(args, "--attempt", "1")...)
 	require.Equal(t, cli.ExitSucceeded, third.code, third.stderr)
-	assert.Len(t, trainJobs(t, ns), 2, "a new attempt is a new TrainJob")
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, env.Client, ns), 2, "a new attempt is a new TrainJob")
 }
 
-func TestInterruptDeletesTheTrainJob(t *testing.T) {
+func TestCancelDeletesTheTrainJob(t *testing.T) {
 	ns := env.Namespace(t)
 	cmd, _, stderr := command(t, onCluster(ns, writeStep(t, "framework: jax\nlabels: {sim-mode: hold}\ntrainer: {func: \"def f(): pass\"}"))...)
 	require.NoError(t, cmd.Start())
 	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "Running:") }, testenv.Timeout, testenv.Interval)
-	require.Len(t, trainJobs(t, ns), 1)
+	require.Len(t, testenv.TrainJobs(t.Context(), t, env.Client, ns), 1)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, cli.ExitInterrupts, ee.ExitCode(), stderr.String())
 	assert.Contains(t, stderr.String(), "deleted TrainJob")
-	assert.Empty(t, trainJobs(t, ns))
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, env.Client, ns))
 }
 
 func TestRuntimesListsTheClusterRuntimes(t *testing.T) {

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -153,7 +152,7 @@ func installTektonConfig(ctx context.Context, dir string) error {
 		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
 		for {
 			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); err == io.EOF {
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
 				break
 			} else if err != nil {
 				return fmt.Errorf("decoding %s: %w", f, err)
@@ -217,12 +216,4 @@ func dumpOnFailure(t *testing.T) {
 		}
 		t.Logf("Tekton controller log (end):\n%s", b)
 	})
-}
-
-func trainJobs(ctx context.Context, t interface{ Errorf(string, ...any) }, ns string) []trainer.TrainJob {
-	l := &trainer.TrainJobList{}
-	if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
-		t.Errorf("listing TrainJobs: %v", err)
-	}
-	return l.Items
 }

@@ -54,7 +54,7 @@ func succeededCondition(pr *unstructured.Unstructured) (status, reason, message 
 	return "", "", ""
 }
 
-func waitPR(t *testing.T, ns, name string, wantStatus, wantReason string) *unstructured.Unstructured {
+func waitPR(t *testing.T, ns, name, wantStatus, wantReason string) *unstructured.Unstructured {
 	t.Helper()
 	var pr *unstructured.Unstructured
 	ok := assert.EventuallyWithT(t, func(ct *assert.CollectT) {
@@ -146,7 +146,7 @@ spec:
 	assert.Equal(t, jobOf["second"], got["evaluated-by"])
 
 	// The first task's results reached the second task's TrainJob and its real output.
-	tjs := trainJobs(t.Context(), t, ns)
+	tjs := testenv.TrainJobs(t.Context(), t, c, ns)
 	byName := map[string]int{}
 	for i, tj := range tjs {
 		byName[tj.Name] = i
@@ -186,14 +186,14 @@ func holdRun(name, extra string) string {
 func waitTrainJob(t *testing.T, ns string) {
 	t.Helper()
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		assert.Len(ct, trainJobs(t.Context(), ct, ns), 1)
+		assert.Len(ct, testenv.TrainJobs(t.Context(), ct, c, ns), 1)
 	}, e2eTimeout, testenv.Interval)
 }
 
 func waitNoTrainJob(t *testing.T, ns string) {
 	t.Helper()
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		assert.Empty(ct, trainJobs(t.Context(), ct, ns))
+		assert.Empty(ct, testenv.TrainJobs(t.Context(), ct, c, ns))
 	}, e2eTimeout, testenv.Interval)
 }
 

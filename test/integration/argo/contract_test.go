@@ -14,14 +14,13 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/google/uuid"
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/argo"
 	"github.com/trainstep/trainstep/test/internal/argotest"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // step is a trainstep plugin body whose TrainJob does what mode says in the simulator.
@@ -35,13 +34,6 @@ trainer:
     def train():
         print("training")
 %s`, key, SimMode, mode, strings.Join(extra, "\n"))
-}
-
-func trainJobs(t *testing.T, ns string) []trainer.TrainJob {
-	t.Helper()
-	l := &trainer.TrainJobList{}
-	require.NoError(t, c.List(t.Context(), l, client.InNamespace(ns)))
-	return l.Items
 }
 
 // TestReplies covers every reply of the contract that needs no running TrainJob.
@@ -118,7 +110,7 @@ func TestReplies(t *testing.T) {
 			}
 		})
 	}
-	assert.Empty(t, trainJobs(t, ns), "no reply above may create a TrainJob")
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns), "no reply above may create a TrainJob")
 }
 
 // TestRoutes: the execute path is never 404, unknown paths are, health and metrics answer.
@@ -137,7 +129,7 @@ func TestRoutes(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			req, err := http.NewRequestWithContext(t.Context(), tc.method, h.URL+tc.path, nil)
+			req, err := http.NewRequestWithContext(t.Context(), tc.method, h.URL+tc.path, http.NoBody)
 			require.NoError(t, err)
 			resp, err := http.DefaultClient.Do(req)
 			require.NoError(t, err)
@@ -172,8 +164,8 @@ func TestTokenRotation(t *testing.T) {
 	assert.Equal(t, 200, r.Status, "the new token must work")
 }
 
-// TestReplayCreatesOneTrainJob: the same call 100 times (20 at once) lands on one TrainJob.
-func TestReplayCreatesOneTrainJob(t *testing.T) {
+// TestReplayFindsTheSameTrainJob: the same call 100 times (20 at once) lands on one TrainJob.
+func TestReplayFindsTheSameTrainJob(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
 	args, err := wfArgs(t, ns, step("train", "hold"))
@@ -203,5 +195,5 @@ func TestReplayCreatesOneTrainJob(t *testing.T) {
 		seen[n] = true
 	}
 	assert.Len(t, seen, 1, "every reply must name the same TrainJob: %v", seen)
-	assert.Len(t, trainJobs(t, ns), 1)
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 1)
 }

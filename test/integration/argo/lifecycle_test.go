@@ -118,12 +118,12 @@ func TestRetryAttemptGetsANewTrainJob(t *testing.T) {
 		names[name] = true
 	}
 	assert.Len(t, names, 2, "attempts 0 and 1 get a TrainJob each; a replayed attempt 1 finds its own")
-	assert.Len(t, trainJobs(t, ns), 2)
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 2)
 }
 
-// TestWorkflowEndsDeleteTheTrainJob: Argo never tells the plugin about stop, terminate or a
+// TestCancelDeletesTheTrainJob: Argo never tells the plugin about stop, terminate or a
 // failed workflow; the plugin sees the Workflow change and deletes the unfinished TrainJob.
-func TestWorkflowEndsDeleteTheTrainJob(t *testing.T) {
+func TestCancelDeletesTheTrainJob(t *testing.T) {
 	cases := map[string]func(t *testing.T, wf *wfv1.Workflow){
 		"stop": func(t *testing.T, wf *wfv1.Workflow) {
 			wf.Spec.Shutdown = wfv1.ShutdownStrategyStop
@@ -165,13 +165,13 @@ func TestWorkflowEndsDeleteTheTrainJob(t *testing.T) {
 				require.NoError(t, err)
 				require.NotNil(t, r.Node)
 				assert.Equal(t, wfv1.NodeFailed, r.Node.Phase, "a stopping workflow gets no new TrainJob")
-				assert.Empty(t, trainJobs(t, ns))
+				assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
 			}
 		})
 	}
 }
 
-func TestStepTimeout(t *testing.T) {
+func TestTimeoutDeletesTheTrainJob(t *testing.T) {
 	cases := map[string]struct {
 		extra   string
 		tmpl    func(*wfv1.Template)
@@ -227,7 +227,7 @@ func TestRestartMidJob(t *testing.T) {
 	assert.Equal(t, wfv1.NodeSucceeded, r.Node.Phase, r.Node.Message)
 	got, _ := r.Output(trainjob.OutName)
 	assert.Equal(t, name, got)
-	assert.Len(t, trainJobs(t, ns), 1)
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 1)
 }
 
 // TestHeldCallAnswersOnCompletion: a held call returns as soon as the TrainJob finishes, and

@@ -82,8 +82,7 @@ func ArgoCRDs(ctx context.Context) (string, error) {
 	if i < 0 {
 		return "", fmt.Errorf("go mod download printed no Dir: %s", s)
 	}
-	dir := s[i+len(key):]
-	dir = dir[:strings.Index(dir, `"`)]
+	dir, _, _ := strings.Cut(s[i+len(key):], `"`)
 	return filepath.Join(dir, "manifests", "base", "crds", "minimal"), nil
 }
 
@@ -148,7 +147,7 @@ func workflow(t testing.TB, ns string) *wfv1.Workflow {
 
 func get(t testing.TB, url string) string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, http.NoBody)
 	require.NoError(t, err)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trainstep/trainstep/internal/cli"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // Each bad step goes through `executor run` against the real apiserver: exit code 2, an error that
@@ -93,5 +94,5 @@ func TestBadInputNamesTheFieldAndCreatesNothing(t *testing.T) {
 			assert.Contains(t, msg, "nothing was created")
 		})
 	}
-	assert.Empty(t, trainJobs(t, ns), "no bad step may create a TrainJob")
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, env.Client, ns), "no bad step may create a TrainJob")
 }

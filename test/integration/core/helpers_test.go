@@ -33,7 +33,7 @@ func plan(t *testing.T, ns, y string) *trainjob.Plan {
 }
 
 func identity(t *testing.T, key string) trainjob.Identity {
-	return trainjob.Identity{Engine: "test", OwnerUID: string(t.Name()), StepKey: key}
+	return trainjob.Identity{Engine: "test", OwnerUID: t.Name(), StepKey: key}
 }
 
 // submit plans and submits a step, returning the TrainJob as stored.
@@ -45,13 +45,6 @@ func submit(t *testing.T, ns, y string) (*trainjob.Plan, *trainer.TrainJob) {
 	require.NoError(t, err)
 	require.True(t, created)
 	return p, tj
-}
-
-func trainJobs(t *testing.T, ns string) []trainer.TrainJob {
-	t.Helper()
-	l := &trainer.TrainJobList{}
-	require.NoError(t, env.Client.List(t.Context(), l, client.InNamespace(ns)))
-	return l.Items
 }
 
 func waiter() *trainjob.Waiter { return &trainjob.Waiter{Client: wc, Logs: sim.Logs} }

@@ -72,7 +72,7 @@ func TestEveryTrainerSubmits(t *testing.T) {
 	}
 }
 
-func TestSameStepFiftyTimesIsOneTrainJob(t *testing.T) {
+func TestReplayFindsTheSameTrainJob(t *testing.T) {
 	ns := env.Namespace(t)
 	p := plan(t, ns, "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: "+pyFunc+"}")
 	id := identity(t, "train")
@@ -101,7 +101,7 @@ func TestSameStepFiftyTimesIsOneTrainJob(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, nCreated, "exactly one submit creates")
-	assert.Len(t, trainJobs(t, ns), 1)
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, env.Client, ns), 1)
 
 	// A retry is a new attempt: a fresh TrainJob.
 	retry := id
@@ -110,7 +110,7 @@ func TestSameStepFiftyTimesIsOneTrainJob(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, c)
 	assert.NotEqual(t, id.Name(), tj.Name)
-	assert.Len(t, trainJobs(t, ns), 2)
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, env.Client, ns), 2)
 }
 
 func TestNameTakenBySomeoneElse(t *testing.T) {

@@ -118,7 +118,7 @@ trainer:
 	assert.Contains(t, tail, "hello $USER `x` from 1 of 2")
 }
 
-func TestFailedCarriesTheLogTail(t *testing.T) {
+func TestFailureCarriesTheLogTail(t *testing.T) {
 	ns := env.Namespace(t)
 	_, tj := submit(t, ns, `
 framework: jax
@@ -200,7 +200,7 @@ func TestTimeoutCanKeepTheTrainJob(t *testing.T) {
 	require.NoError(t, env.Client.Get(t.Context(), client.ObjectKeyFromObject(tj), &trainer.TrainJob{}))
 }
 
-func TestDeletedWhileWaiting(t *testing.T) {
+func TestTrainJobDeletedUnderneath(t *testing.T) {
 	ns := env.Namespace(t)
 	_, tj := submit(t, ns, "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: "+pyFunc+"}")
 	rec := newRecorder()

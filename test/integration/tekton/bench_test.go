@@ -102,7 +102,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			create(b, customRun(b, ns, "metadata: {name: "+names[i]+"}\nspec:\n  "+ours+"  timeout: 0s\n  "+indent(holdStep)))
+			create(b, jaxRun(b, ns, names[i], "hold", "timeout: 0s"))
 		}()
 	}
 	wg.Wait()

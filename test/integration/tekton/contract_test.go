@@ -20,7 +20,7 @@ import (
 
 // A real run: the xgboost function runs on two simulated nodes (python, locally), and every
 // output arrives as a result in the same update as Succeeded=True.
-func TestSuccessWithResults(t *testing.T) {
+func TestSucceedsWithEveryOutput(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	startController(t, ns)
@@ -49,7 +49,7 @@ spec:
 	for _, n := range trainjob.OutputNames {
 		assert.True(t, names[n], "result %s missing", n)
 	}
-	tjs := trainJobs(t, t.Context(), ns)
+	tjs := testenv.TrainJobs(t.Context(), t, c, ns)
 	require.Len(t, tjs, 1)
 	v, _ := result(run, trainjob.OutName)
 	assert.Equal(t, tjs[0].Name, v)
@@ -88,7 +88,7 @@ func TestProgressThenSuccess(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	startController(t, ns)
-	create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  timeout: 0s\n  "+indent(holdStep)))
+	create(t, jaxRun(t, ns, "train", "hold", "timeout: 0s"))
 	waitRun(t, ns, "train", func(ct *assert.CollectT, run *v1beta1.CustomRun) {
 		succeeded(corev1.ConditionUnknown, "Running")(ct, run)
 		if cond := run.Status.Succeeded(); cond != nil {
@@ -129,19 +129,11 @@ func splitLines(s string) []string {
 	return out
 }
 
-func TestFailureWithLogTail(t *testing.T) {
+func TestFailureCarriesTheLogTail(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	startController(t, ns)
-	create(t, customRun(t, ns, `
-metadata: {name: train}
-spec:
-  `+ours+`
-  params:
-  - {name: framework, value: jax}
-  - {name: trainer.func, value: "def train(): pass"}
-  - {name: labels.sim-mode, value: fail}
-`))
+	create(t, jaxRun(t, ns, "train", "fail"))
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, "FailedJobs"))
 	msg := run.Status.Succeeded().Message
 	assert.Contains(t, msg, "RuntimeError: CUDA out of memory")
@@ -150,46 +142,37 @@ spec:
 	assert.Empty(t, run.Status.RetriesStatus)
 }
 
-func TestCancelDeletesTrainJob(t *testing.T) {
+func TestCancelDeletesTheTrainJob(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	startController(t, ns)
-	run := create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  "+indent(holdStep)))
+	run := create(t, jaxRun(t, ns, "train", "hold"))
 	oneTrainJob(t, ns)
 	patchSpec(t, run, cancelPatch)
 	run = waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, "CustomRunCancelled"))
 	assert.Contains(t, run.Status.Succeeded().Message, v1beta1.CancelledByPipelineMsg)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		assert.Empty(ct, trainJobs(ct, t.Context(), ns))
+		assert.Empty(ct, testenv.TrainJobs(t.Context(), ct, c, ns))
 	}, testenv.Timeout, testenv.Interval)
 }
 
-func TestTimeoutDeletesTrainJob(t *testing.T) {
+func TestTimeoutDeletesTheTrainJob(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	startController(t, ns)
-	create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  timeout: 3s\n  "+indent(holdStep)))
+	create(t, jaxRun(t, ns, "train", "hold", "timeout: 3s"))
 	oneTrainJob(t, ns)
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, "CustomRunTimedOut"))
 	assert.Contains(t, run.Status.Succeeded().Message, "timed out after 3s")
-	assert.Empty(t, trainJobs(t, t.Context(), ns))
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
 }
 
 // Two failures then a success: two archived attempts, three distinct TrainJobs, Succeeded=True.
-func TestRetries(t *testing.T) {
+func TestRetryAttemptGetsANewTrainJob(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	startController(t, ns)
-	create(t, customRun(t, ns, `
-metadata: {name: train}
-spec:
-  `+ours+`
-  retries: 2
-  params:
-  - {name: framework, value: jax}
-  - {name: trainer.func, value: "def train(): pass"}
-  - {name: labels.sim-mode, value: fail-twice}
-`))
+	create(t, jaxRun(t, ns, "train", "fail-twice", "retries: 2"))
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
 	require.Len(t, run.Status.RetriesStatus, 2)
 	seen := map[string]bool{}
@@ -207,29 +190,20 @@ spec:
 	name, _ := result(run, trainjob.OutName)
 	seen[name] = true
 	assert.Len(t, seen, 3, "each attempt has its own TrainJob: %v", seen)
-	assert.Len(t, trainJobs(t, t.Context(), ns), 3)
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 3)
 }
 
 func TestRetriesExhausted(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	startController(t, ns)
-	create(t, customRun(t, ns, `
-metadata: {name: train}
-spec:
-  `+ours+`
-  retries: 1
-  params:
-  - {name: framework, value: jax}
-  - {name: trainer.func, value: "def train(): pass"}
-  - {name: labels.sim-mode, value: fail}
-`))
+	create(t, jaxRun(t, ns, "train", "fail", "retries: 1"))
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, "FailedJobs"))
 	assert.Len(t, run.Status.RetriesStatus, 1)
 }
 
 // Bad params fail the run at once, name the param, and create nothing.
-func TestBadParams(t *testing.T) {
+func TestBadInputNamesTheFieldAndCreatesNothing(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct {
 		params string
@@ -275,7 +249,7 @@ func TestBadParams(t *testing.T) {
 				assert.Contains(t, run.Status.Succeeded().Message, w)
 			}
 			assert.NotNil(t, run.Status.CompletionTime)
-			assert.Empty(t, trainJobs(t, t.Context(), ns), "a run with bad params created a TrainJob")
+			assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns), "a run with bad params created a TrainJob")
 		})
 	}
 }
@@ -286,7 +260,7 @@ func TestRestartMidJob(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	first := startController(t, ns)
-	create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  "+indent(holdStep)))
+	create(t, jaxRun(t, ns, "train", "hold"))
 	waitRun(t, ns, "train", succeeded(corev1.ConditionUnknown, "Running"))
 	tj := oneTrainJob(t, ns)
 	first.Stop()
@@ -296,7 +270,7 @@ func TestRestartMidJob(t *testing.T) {
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
 	name, _ := result(run, trainjob.OutName)
 	assert.Equal(t, tj.Name, name)
-	tjs := trainJobs(t, t.Context(), ns)
+	tjs := testenv.TrainJobs(t.Context(), t, c, ns)
 	require.Len(t, tjs, 1)
 	assert.Equal(t, tj.UID, tjs[0].UID)
 }
@@ -307,15 +281,7 @@ func TestCancelPatchOnFinishedRun(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	startController(t, ns)
-	create(t, customRun(t, ns, `
-metadata: {name: train}
-spec:
-  `+ours+`
-  params:
-  - {name: framework, value: jax}
-  - {name: trainer.func, value: "def train(): pass"}
-  - {name: labels.sim-mode, value: succeed}
-`))
+	create(t, jaxRun(t, ns, "train", "succeed"))
 	done := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
 	patchSpec(t, done.DeepCopy(), cancelPatch)
 	after := waitRun(t, ns, "train", func(ct *assert.CollectT, run *v1beta1.CustomRun) {
@@ -325,7 +291,7 @@ spec:
 	assert.Equal(t, *done.Status.Succeeded(), *after.Status.Succeeded())
 	assert.Equal(t, done.Status.Results, after.Status.Results)
 	assert.Equal(t, done.Status.CompletionTime, after.Status.CompletionTime)
-	assert.Len(t, trainJobs(t, t.Context(), ns), 1, "a finished run's TrainJob is left to the owner's lifetime")
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 1, "a finished run's TrainJob is left to the owner's lifetime")
 }
 
 // Runs for other custom tasks are not touched.
@@ -334,19 +300,11 @@ func TestForeignRunsIgnored(t *testing.T) {
 	ns := env.Namespace(t)
 	startController(t, ns)
 	create(t, customRun(t, ns, "metadata: {name: other}\nspec:\n  customRef: {apiVersion: wait.testing.tekton.dev/v1beta1, kind: Wait}\n"))
-	create(t, customRun(t, ns, `
-metadata: {name: train}
-spec:
-  `+ours+`
-  params:
-  - {name: framework, value: jax}
-  - {name: trainer.func, value: "def train(): pass"}
-  - {name: labels.sim-mode, value: succeed}
-`))
+	create(t, jaxRun(t, ns, "train", "succeed"))
 	waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
 	other := get(t, t.Context(), ns, "other")
 	assert.Empty(t, other.Status.Conditions)
-	assert.Len(t, trainJobs(t, t.Context(), ns), 1)
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 1)
 }
 
 // An embedded customSpec works like a customRef, and params override it.
@@ -377,7 +335,7 @@ func TestTrainJobDeletedUnderneath(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	startController(t, ns)
-	create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  "+indent(holdStep)))
+	create(t, jaxRun(t, ns, "train", "hold"))
 	tj := oneTrainJob(t, ns)
 	require.NoError(t, c.Delete(t.Context(), &tj))
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, tekton.ReasonTrainJobDeleted))
@@ -389,8 +347,8 @@ func TestWorkspacesRejected(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	startController(t, ns)
-	create(t, customRun(t, ns, "metadata: {name: train}\nspec:\n  "+ours+"  workspaces: [{name: data, emptyDir: {}}]\n  "+indent(holdStep)))
+	create(t, jaxRun(t, ns, "train", "hold", "workspaces: [{name: data, emptyDir: {}}]"))
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, tekton.ReasonWorkspaceNotSupported))
 	assert.Contains(t, run.Status.Succeeded().Message, "workspaces")
-	assert.Empty(t, trainJobs(t, t.Context(), ns))
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
 }

@@ -2,6 +2,7 @@ package tekton_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -130,18 +131,12 @@ func succeeded(status corev1.ConditionStatus, reason string) func(*assert.Collec
 	}
 }
 
-func trainJobs(t require.TestingT, ctx context.Context, ns string) []trainer.TrainJob {
-	l := &trainer.TrainJobList{}
-	require.NoError(t, c.List(ctx, l, client.InNamespace(ns)))
-	return l.Items
-}
-
 // oneTrainJob waits for the run's TrainJob and returns it.
 func oneTrainJob(t *testing.T, ns string) trainer.TrainJob {
 	t.Helper()
 	var tj trainer.TrainJob
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		l := trainJobs(ct, t.Context(), ns)
+		l := testenv.TrainJobs(t.Context(), ct, c, ns)
 		if assert.Len(ct, l, 1) {
 			tj = l[0]
 		}
@@ -167,9 +162,16 @@ func patchSpec(t *testing.T, run *v1beta1.CustomRun, patch string) {
 const cancelPatch = `[{"op":"add","path":"/spec/status","value":"RunCancelled"},` +
 	`{"op":"add","path":"/spec/statusMessage","value":"CustomRun cancelled as the PipelineRun it belongs to has been cancelled."}]`
 
-// holdStep is a step whose TrainJob runs until the test finishes it.
-const holdStep = `params:
-- {name: framework, value: jax}
-- {name: trainer.func, value: "def train(): pass"}
-- {name: labels, value: {sim-mode: hold}}
-`
+// jaxRun is the CustomRun most tests need: a JAX step whose TrainJob the simulator treats as
+// simMode says (succeed, fail, fail-twice, hold). Each spec line (retries: 2, timeout: 3s, …)
+// goes into the CustomRun's spec.
+func jaxRun(t testing.TB, ns, name, simMode string, spec ...string) *v1beta1.CustomRun {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "metadata: {name: %s}\nspec:\n  %s", name, ours)
+	for _, l := range spec {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	fmt.Fprintf(&b, "  params:\n  - {name: framework, value: jax}\n  - {name: trainer.func, value: \"def train(): pass\"}\n  - {name: labels.sim-mode, value: %s}\n", simMode)
+	return customRun(t, ns, b.String())
+}

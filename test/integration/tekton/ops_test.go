@@ -37,15 +37,7 @@ func TestOperations(t *testing.T) {
 		o.LeaderElection, o.LeaderElectionNamespace = true, ns
 		o.ProbeAddr, o.MetricsAddr = probe, metricsAddr
 	})
-	create(t, customRun(t, ns, `
-metadata: {name: train}
-spec:
-  `+ours+`
-  params:
-  - {name: framework, value: jax}
-  - {name: trainer.func, value: "def train(): pass"}
-  - {name: labels.sim-mode, value: succeed}
-`))
+	create(t, jaxRun(t, ns, "train", "succeed"))
 	waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
 
 	lease := &coordinationv1.Lease{}

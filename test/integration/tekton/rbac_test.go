@@ -3,6 +3,7 @@ package tekton_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"testing"
@@ -29,11 +30,11 @@ func TestManifestRBACIsEnough(t *testing.T) {
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
 	for {
 		var raw map[string]any
-		if err := dec.Decode(&raw); err == io.EOF {
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
 			break
-		} else {
-			require.NoError(t, err)
 		}
+		require.NoError(t, err)
 		b, err := yamlJSON(raw)
 		require.NoError(t, err)
 		switch raw["kind"] {
@@ -60,25 +61,9 @@ func TestManifestRBACIsEnough(t *testing.T) {
 	require.NoError(t, err)
 	startControllerAs(t, cfg, ns, func(o *tekton.Options) { o.LeaderElection, o.LeaderElectionNamespace = true, ns })
 
-	create(t, customRun(t, ns, `
-metadata: {name: ok}
-spec:
-  `+ours+`
-  params:
-  - {name: framework, value: jax}
-  - {name: trainer.func, value: "def train(): pass"}
-  - {name: labels.sim-mode, value: succeed}
-`))
-	create(t, customRun(t, ns, `
-metadata: {name: bad}
-spec:
-  `+ours+`
-  params:
-  - {name: framework, value: jax}
-  - {name: trainer.func, value: "def train(): pass"}
-  - {name: labels.sim-mode, value: fail}
-`))
-	held := create(t, customRun(t, ns, "metadata: {name: held}\nspec:\n  "+ours+"  "+indent(holdStep)))
+	create(t, jaxRun(t, ns, "ok", "succeed"))
+	create(t, jaxRun(t, ns, "bad", "fail"))
+	held := create(t, jaxRun(t, ns, "held", "hold"))
 	waitRun(t, ns, "ok", succeeded(corev1.ConditionTrue, ""))
 	waitRun(t, ns, "bad", succeeded(corev1.ConditionFalse, "FailedJobs"))
 	waitRun(t, ns, "held", succeeded(corev1.ConditionUnknown, "Running"))

@@ -27,7 +27,7 @@ func (e *Env) Namespace(t testing.TB) string {
 		// t.Context() is already cancelled when cleanups run.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), Timeout)
 		defer cancel()
-		if err := e.Client.Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
+		if err := client.IgnoreNotFound(e.Client.Delete(ctx, ns)); err != nil {
 			t.Errorf("deleting namespace %s: %v", ns.Name, err)
 		}
 	})

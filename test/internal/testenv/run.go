@@ -75,15 +75,16 @@ func Run(m *testing.M, env **Env, opts Options, setup ...func(ctx context.Contex
 func stopOnSignal(env *Env, testsDone <-chan struct{}) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	select {
 	case sig := <-sigs:
+		signal.Stop(sigs)
 		fmt.Fprintf(os.Stderr, "testenv: %v: stopping the control plane\n", sig)
 		if err := env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: stopping the control plane: %v\n", err)
 		}
 		os.Exit(1)
 	case <-testsDone:
+		signal.Stop(sigs)
 	}
 }
 

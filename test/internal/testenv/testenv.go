@@ -17,12 +17,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/trainstep/trainstep/core/trainjob"
 )
 
 // Options selects what Start brings up.
@@ -76,7 +75,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("locating the Trainer %s module: %w", opts.TrainerVersion, err)
 	}
-	scheme, err := newScheme()
+	scheme, err := trainjob.NewScheme()
 	if err != nil {
 		return nil, err
 	}
@@ -185,15 +184,4 @@ func assetsDir(withControllerManager bool) (string, error) {
 		}
 	}
 	return dir, nil
-}
-
-func newScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("registering client-go types: %w", err)
-	}
-	if err := trainer.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("registering Trainer types: %w", err)
-	}
-	return scheme, nil
 }

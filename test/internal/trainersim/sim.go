@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -76,7 +77,7 @@ type Simulator struct {
 // Start runs the simulator until ctx ends.
 func Start(ctx context.Context, cfg *rest.Config, decide func(*trainer.TrainJob) Behavior) (*Simulator, error) {
 	s := &Simulator{Decide: decide, Logs: NewLogStore()}
-	scheme, err := newScheme()
+	scheme, err := trainjob.NewScheme()
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +97,7 @@ func Start(ctx context.Context, cfg *rest.Config, decide func(*trainer.TrainJob)
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&trainer.TrainJob{}).
 		Owns(&corev1.Pod{}).
-		WithOptions(ctrlOptions()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
 		Complete(reconcile.Func(s.reconcile))
 	if err != nil {
 		return nil, fmt.Errorf("starting the Trainer simulator: %w", err)

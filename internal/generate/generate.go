@@ -1,0 +1,99 @@
+// Package generate knows every file in the repository that is made by code rather than by hand,
+// and how to make each one. `make generate` writes them; `make verify` and the tests fail when a
+// committed copy is stale. One idiom for all of them, so a newcomer has one command to learn.
+package generate
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/argoproj/argo-workflows/v3/pkg/plugins/spec"
+	plugins "github.com/argoproj/argo-workflows/v3/workflow/util/plugins"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/core/trainers"
+	"github.com/trainstep/trainstep/internal/schema"
+)
+
+// File is one generated file: its path from the repository root and how to make its content.
+type File struct {
+	Path string
+	// Make returns the content; root is the repository root, for generators that read inputs.
+	Make func(root string) ([]byte, error)
+}
+
+// Files lists every generated file.
+func Files() []File {
+	return []File{
+		{Path: "schemas/step.schema.json", Make: stepSchema},
+		{Path: "manifests/argo/trainstep-executor-plugin-configmap.yaml", Make: argoPluginConfigMap},
+	}
+}
+
+// Write regenerates every file under root and returns the paths it changed.
+func Write(root string) ([]string, error) {
+	var changed []string
+	for _, f := range Files() {
+		want, err := f.Make(root)
+		if err != nil {
+			return changed, fmt.Errorf("generating %s: %w", f.Path, err)
+		}
+		path := filepath.Join(root, f.Path)
+		if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
+			continue
+		}
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			return changed, fmt.Errorf("writing %s: %w", f.Path, err)
+		}
+		changed = append(changed, f.Path)
+	}
+	return changed, nil
+}
+
+// Stale lists the generated files whose committed content differs from what the code makes.
+func Stale(root string) ([]string, error) {
+	var stale []string
+	for _, f := range Files() {
+		want, err := f.Make(root)
+		if err != nil {
+			return nil, fmt.Errorf("generating %s: %w", f.Path, err)
+		}
+		have, err := os.ReadFile(filepath.Join(root, f.Path))
+		if err != nil || !bytes.Equal(have, want) {
+			stale = append(stale, f.Path)
+		}
+	}
+	return stale, nil
+}
+
+// stepSchema is the JSON Schema editors use for step files, derived from the Go types.
+func stepSchema(string) ([]byte, error) {
+	return schema.Marshal(schema.Step(trainers.Builtin()))
+}
+
+const configMapHeader = "# Generated from plugin.yaml by Argo's own code (make generate), as\n" +
+	"# `argo executor-plugin build manifests/argo` makes it. Do not edit by hand.\n"
+
+// argoPluginConfigMap is what `argo executor-plugin build` makes from plugin.yaml: Argo's own
+// ToConfigMap, so the sidecar Argo's controller reads is the one plugin.yaml describes.
+func argoPluginConfigMap(root string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(root, "manifests", "argo", "plugin.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	p := &spec.Plugin{}
+	if err := yaml.UnmarshalStrict(b, p); err != nil {
+		return nil, fmt.Errorf("plugin.yaml must parse strictly, as `argo executor-plugin build` does: %w", err)
+	}
+	cm, err := plugins.ToConfigMap(p)
+	if err != nil {
+		return nil, fmt.Errorf("argo rejects the sidecar in plugin.yaml: %w", err)
+	}
+	out, err := yaml.Marshal(cm)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(configMapHeader), out...), nil
+}
