@@ -3,7 +3,8 @@
 # outside the repo, for the end-to-end tests of the Argo face (test/e2e/argo).
 # Usage: hack/build-argo.sh DIR VERSION
 # Returns at once when both binaries exist in DIR. Argo source is never copied into the repo: the
-# build runs in a throwaway module in a temporary directory (test-cluster.md §9).
+# build runs in a throwaway module in a temporary directory (docs/testing.md, "Where everything
+# comes from", has the symlink trap below).
 #
 # argoexec v3.7.x does not build from the module zip: workflow/executor/osspecific/signal_linux.go
 # is a symlink to signal_darwin.go in Argo's repository and module zips drop symlinks. The file is

@@ -3,7 +3,8 @@
 # directory outside the repo, for the end-to-end tests of the Tekton face (test/e2e/tekton).
 # Usage: hack/build-tekton.sh DIR VERSION
 # Returns at once when DIR/tekton-controller exists. Tekton source is never copied into the repo:
-# the build runs in a throwaway module in a temporary directory (test-cluster.md §8.1).
+# the build runs in a throwaway module in a temporary directory (docs/testing.md, "Where everything
+# comes from").
 set -euo pipefail
 
 dir=${1:?usage: build-tekton.sh DIR VERSION}

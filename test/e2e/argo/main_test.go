@@ -119,7 +119,7 @@ func setUp(ctx context.Context) error {
 	if workdir, err = os.MkdirTemp("", "trainstep-e2e-argo-"); err != nil {
 		return err
 	}
-	// Argo's prerequisites (test-cluster.md §9.3), then the plugin's own manifests.
+	// Argo's prerequisites (docs/testing.md, "How each engine runs"), then the plugin's own manifests.
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
 		// No metrics server: its fixed port (9090) may be taken by another suite's controller.

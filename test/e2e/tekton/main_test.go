@@ -136,8 +136,8 @@ func tektonModule(ctx context.Context) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// installTektonConfig applies Tekton's namespace and config-*.yaml ConfigMaps (test-cluster.md
-// §8.2); RBAC, webhooks and Deployments are not needed for a local controller run as admin.
+// installTektonConfig applies Tekton's namespace and config-*.yaml ConfigMaps (docs/testing.md,
+// "How each engine runs"); RBAC, webhooks and Deployments are not needed for a local controller run as admin.
 func installTektonConfig(ctx context.Context, dir string) error {
 	files, err := filepath.Glob(filepath.Join(dir, "config-*.yaml"))
 	if err != nil {
@@ -168,7 +168,7 @@ func installTektonConfig(ctx context.Context, dir string) error {
 	return nil
 }
 
-// startTekton runs Tekton's controller as test-cluster.md §8.2 says; the image flags must be set
+// startTekton runs Tekton's controller as its Deployment would (docs/testing.md); the image flags must be set
 // but are never pulled (no kubelet, and custom tasks need no pods).
 func startTekton(bin, kubeconfig, logFile string) (func(), error) {
 	out, err := os.Create(logFile)
