@@ -33,39 +33,32 @@ func Files() []File {
 }
 
 // Write regenerates every file under root and returns the paths it changed.
-func Write(root string) ([]string, error) {
-	var changed []string
+func Write(root string) ([]string, error) { return sync(root, true) }
+
+// Stale lists the generated files whose committed content differs from what the code makes.
+func Stale(root string) ([]string, error) { return sync(root, false) }
+
+// sync compares each generated file with what its generator makes now, and with write rewrites
+// the ones that differ. It returns the paths that differed.
+func sync(root string, write bool) ([]string, error) {
+	var differ []string
 	for _, f := range Files() {
 		want, err := f.Make(root)
 		if err != nil {
-			return changed, fmt.Errorf("generating %s: %w", f.Path, err)
+			return differ, fmt.Errorf("generating %s: %w", f.Path, err)
 		}
 		path := filepath.Join(root, f.Path)
 		if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
 			continue
 		}
-		if err := os.WriteFile(path, want, 0o644); err != nil {
-			return changed, fmt.Errorf("writing %s: %w", f.Path, err)
+		if write {
+			if err := os.WriteFile(path, want, 0o644); err != nil {
+				return differ, fmt.Errorf("writing %s: %w", f.Path, err)
+			}
 		}
-		changed = append(changed, f.Path)
+		differ = append(differ, f.Path)
 	}
-	return changed, nil
-}
-
-// Stale lists the generated files whose committed content differs from what the code makes.
-func Stale(root string) ([]string, error) {
-	var stale []string
-	for _, f := range Files() {
-		want, err := f.Make(root)
-		if err != nil {
-			return nil, fmt.Errorf("generating %s: %w", f.Path, err)
-		}
-		have, err := os.ReadFile(filepath.Join(root, f.Path))
-		if err != nil || !bytes.Equal(have, want) {
-			stale = append(stale, f.Path)
-		}
-	}
-	return stale, nil
+	return differ, nil
 }
 
 // stepSchema is the JSON Schema editors use for step files, derived from the Go types.
