@@ -82,9 +82,23 @@ type Runtime struct {
 	// HasDatasetInitializer / HasModelInitializer: the runtime has those replicated jobs.
 	HasDatasetInitializer bool
 	HasModelInitializer   bool
+	// ReplicatedJobs are the JobSet template's replicated jobs, in order: their names and sizes
+	// bound the names of the pods JobSet makes, and so the TrainJob's name.
+	ReplicatedJobs []ReplicatedJob
 	// HiddenBy is set on a ClusterTrainingRuntime that a TrainingRuntime of the same name in the
 	// step's namespace hides: discovery and a bare name skip it, runtime.kind still reaches it.
 	HiddenBy string
+}
+
+// ReplicatedJob is what a replicated job of the runtime contributes to pod names.
+type ReplicatedJob struct {
+	Name string
+	// Ancestor is its trainer.kubeflow.org/trainjob-ancestor-step label: trainer, dataset-initializer, …
+	Ancestor string
+	// Replicas is its replicas (default 1); Completions its job template's completions (default 1).
+	// The Trainer sets the trainer job's completions to the TrainJob's node count.
+	Replicas    int32
+	Completions int32
 }
 
 // Ref is "ClusterTrainingRuntime/torch-distributed" or "TrainingRuntime/team-a/custom".
@@ -150,6 +164,15 @@ func FromUnstructured(u *unstructured.Unstructured) (*Runtime, error) {
 			continue
 		}
 		ancestor, _, _ := unstructured.NestedString(job, "template", "metadata", "labels", AncestorLabel)
+		rj := ReplicatedJob{Ancestor: ancestor, Replicas: 1, Completions: 1}
+		rj.Name, _, _ = unstructured.NestedString(job, "name")
+		if n, ok, _ := unstructured.NestedInt64(job, "replicas"); ok {
+			rj.Replicas = int32(n)
+		}
+		if n, ok, _ := unstructured.NestedInt64(job, "template", "spec", "completions"); ok {
+			rj.Completions = int32(n)
+		}
+		r.ReplicatedJobs = append(r.ReplicatedJobs, rj)
 		switch ancestor {
 		case AncestorDataset:
 			r.HasDatasetInitializer = true

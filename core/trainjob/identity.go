@@ -49,19 +49,40 @@ func (id Identity) hash() string {
 
 var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 
-// Name is a DNS-1035 label of at most 63 characters: a readable prefix from the step key and 12
-// hex characters of the identity's hash. Pods are named <name>-node-0-0-xxxxx, so the name is
-// kept well under the limit.
+// MaxNameLength bounds every TrainJob name trainstep makes. The JobSet is named after the
+// TrainJob and JobSet's webhook refuses one whose pod names <jobset>-<replicatedJob>-<jobIndex>-
+// <podIndex>-xxxxx would pass 63 characters; the longest replicated job of any stock runtime of
+// Trainer v2.0–v2.3 is dataset-initializer (19), so 63 - len("-dataset-initializer-0-0-xxxxx")
+// = 33. Plan checks the actual runtime (PodNameRoom), for runtimes with longer names.
+const MaxNameLength = 33
+
+// hashLength is how much of the identity's hash a name carries: 48 bits, so two steps of one
+// namespace collide with negligible odds, and a collision is caught by Owns (ErrNameTaken).
+const hashLength = 12
+
+// Name is a DNS-1035 label of at most MaxNameLength characters: a readable prefix from the step
+// key and hashLength hex characters of the identity's hash. When the key is too long, whole
+// leading segments go first, so the step's own name (the tail of an Argo node name such as
+// train-dag-x7k2p.train) stays readable.
 func (id Identity) Name() string {
-	prefix := strings.Trim(nonName.ReplaceAllString(strings.ToLower(id.StepKey), "-"), "-")
+	return namePrefix(id.StepKey, MaxNameLength-hashLength-1) + "-" + id.hash()[:hashLength]
+}
+
+func namePrefix(key string, limit int) string {
+	prefix := strings.Trim(nonName.ReplaceAllString(strings.ToLower(key), "-"), "-")
 	prefix = strings.TrimLeft(prefix, "0123456789-")
-	if len(prefix) > 28 {
-		prefix = strings.TrimRight(prefix[:28], "-")
+	for len(prefix) > limit {
+		_, rest, found := strings.Cut(prefix, "-")
+		if !found || rest == "" {
+			prefix = strings.TrimRight(prefix[:limit], "-")
+			break
+		}
+		prefix = strings.TrimLeft(rest, "0123456789-")
 	}
 	if prefix == "" {
 		prefix = "trainjob"
 	}
-	return prefix + "-" + id.hash()[:12]
+	return prefix
 }
 
 // Labels record the identity so a job can be recognised as ours.

@@ -74,7 +74,11 @@ func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Pl
 	if len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
-	return &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, Warnings: sel.Warnings}, nil
+	plan := &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, Warnings: sel.Warnings}
+	if errs := checkPodNames(&plan.Runtime, plan.NumNodes()); len(errs) > 0 {
+		return nil, step.Invalid(errs)
+	}
+	return plan, nil
 }
 
 // NumNodes is the node count the TrainJob will run with.

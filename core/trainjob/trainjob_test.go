@@ -26,7 +26,7 @@ func TestIdentityName(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			n := id.Name()
 			assert.Empty(t, validation.IsDNS1035Label(n), n)
-			assert.LessOrEqual(t, len(n), 41, "pods append -node-0-0-xxxxx")
+			assert.LessOrEqual(t, len(n), MaxNameLength, "JobSet's pod names append -<replicatedJob>-<i>-<j>-xxxxx")
 			assert.Equal(t, n, id.Name(), "deterministic")
 			for k, v := range id.Labels() {
 				assert.Empty(t, validation.IsQualifiedName(k))
@@ -35,6 +35,8 @@ func TestIdentityName(t *testing.T) {
 		})
 	}
 	assert.Equal(t, "my-dag-train-0-", base.Name()[:15])
+	argoKey := Identity{Engine: "argo", OwnerUID: "u", StepKey: "train-dag-x7k2p.train"}
+	assert.Regexp(t, `^dag-x7k2p-train-[0-9a-f]{12}$`, argoKey.Name(), "leading segments go first; the step's own name stays")
 	retry := base
 	retry.Attempt = 1
 	other := base
@@ -139,4 +141,23 @@ func TestWithEventsSurfacesResourceCreationFailures(t *testing.T) {
 	assert.Equal(t, "TrainJob job is starting: 0/1 nodes running; the Trainer cannot create its resources: jobsets.jobset.x-k8s.io is forbidden", o.Message)
 	running := Observation{Name: "job", Phase: PhaseRunning, Message: "running"}
 	assert.Equal(t, running, running.WithEvents(events), "only a job that has not started is explained by it")
+}
+
+func TestNamePrefix(t *testing.T) {
+	cases := map[string]struct{ key, want string }{
+		"fits":                        {"train", "train"},
+		"symbols become dashes":       {"My_DAG.train(0)", "my-dag-train-0"},
+		"leading segments drop first": {"train-dag-x7k2p.train", "dag-x7k2p-train"},
+		"drops until it fits":         {"a.b.c.d.e.f.g.h.i.j.k-train-step", "g-h-i-j-k-train-step"},
+		"one long segment is cut":     {"averyveryveryverylongstepname", "averyveryveryverylon"},
+		"digits never lead":           {"123-train", "train"},
+		"nothing left":                {"((()))", "trainjob"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := namePrefix(tc.key, MaxNameLength-hashLength-1)
+			assert.Equal(t, tc.want, got)
+			assert.LessOrEqual(t, len(got), MaxNameLength-hashLength-1)
+		})
+	}
 }
