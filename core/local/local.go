@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,12 +82,21 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 	if spec == nil {
 		spec = &trainer.Trainer{}
 	}
-	command := append(append([]string{}, orRuntime(spec.Command, rt.Command)...), orRuntime(spec.Args, rt.Args)...)
-	if len(command) == 0 {
-		return nil, fmt.Errorf("the local backend runs commands, not images: %s has no command; set trainer.command", tj.Name)
+	port, err := freePort()
+	if err != nil {
+		return nil, err
 	}
 	nodes := int(ptrOr(spec.NumNodes, rt.NumNodes))
 	procs := int(ptrOr(spec.NumProcPerNode, ptrOr(rt.MPINumProcPerNode, 1)))
+	command := append(append([]string{}, orRuntime(spec.Command, rt.Command)...), orRuntime(spec.Args, rt.Args)...)
+	if slices.Equal(spec.Command, trainers.TuneEntrypoint) {
+		// The Trainer rewrites a torchtune job's command; run what it would.
+		command = trainers.TuneCommand(rt.Name, rt.Command, int32(nodes), spec.NumProcPerNode, gpusPerNode(spec, rt),
+			fmt.Sprintf("127.0.0.1:%d", port), spec.Args)
+	}
+	if len(command) == 0 {
+		return nil, fmt.Errorf("the local backend runs commands, not images: %s has no command; set trainer.command", tj.Name)
+	}
 	root, cleanup, err := r.workdir(tj.Name)
 	if err != nil {
 		return nil, err
@@ -97,10 +107,6 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 		return nil, err
 	}
 	if err := checkEntrypoints(rt, command, shims); err != nil {
-		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
 		return nil, err
 	}
 
@@ -148,6 +154,17 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 	res := &Result{TrainJob: out, Nodes: results, Culprit: culprit}
 	finish(out, res.failed())
 	return res, nil
+}
+
+// gpusPerNode is the step's nvidia.com/gpu limit, else the runtime's.
+func gpusPerNode(spec *trainer.Trainer, rt *runtimes.Runtime) int {
+	if spec.ResourcesPerNode != nil {
+		if q, ok := spec.ResourcesPerNode.Limits["nvidia.com/gpu"]; ok {
+			return int(q.Value())
+		}
+	}
+	n, _ := strconv.Atoi(rt.DeviceCount) // "Unknown" when the runtime has no accelerator
+	return n
 }
 
 func orRuntime(own, rt []string) []string {

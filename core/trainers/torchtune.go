@@ -3,6 +3,7 @@ package trainers
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -68,11 +69,27 @@ func (t *TorchTuneTrainer) ValidateRuntime(r *runtimes.Runtime) *field.Error {
 	return validateType(t, r, runtimes.BuiltinTrainer)
 }
 
-// Build implements Trainer: the runtime's command (recipe and its defaults) followed by the
-// overrides, which torchtune applies last-wins.
+// TuneEntrypoint is the command by which the Trainer (torch plugin, v2.0+) knows a TrainJob is
+// torchtune: only then does it pick the recipe and config from the node count, GPUs and LoRA or
+// QLoRA keys, point --rdzv_endpoint at node 0, copy the runtime's immutable paths, and run its
+// torchtune webhook checks. trainstep's overrides go in spec.trainer.args, as the SDK's do.
+var TuneEntrypoint = []string{"tune", "run"}
+
+// Config keys the Trainer manages for the runtime (constants.TorchTuneImmutableConfigs) and
+// refuses in args.
+var (
+	tuneImmutable = []string{"output_dir", "tokenizer.path", "checkpointer.checkpoint_dir", "tokenizer.merges_file"}
+	// tuneMultiNode are the models the Trainer (v2.3) lets run on more than one node.
+	tuneMultiNode = []string{"llama3_3/70B"}
+)
+
+// Build implements Trainer: command [tune, run] so the Trainer applies its torchtune handling,
+// and args = the runtime's own config overrides (its dataset settings, say) followed by the
+// step's, which torchtune applies last-wins.
 func (t *TorchTuneTrainer) Build(rt *runtimes.Runtime, _ *step.RuntimeConfig) (Parts, field.ErrorList) {
-	if len(rt.Command) == 0 {
-		return Parts{}, field.ErrorList{field.Invalid(field.NewPath("runtime", "name"), rt.Name, "the runtime's node container has no command (tune run <recipe> …) to add overrides to")}
+	if len(rt.Command) < 2 || rt.Command[0] != TuneEntrypoint[0] || rt.Command[1] != TuneEntrypoint[1] {
+		return Parts{}, field.ErrorList{field.Invalid(field.NewPath("runtime", "name"), rt.Name,
+			fmt.Sprintf("TorchTuneTrainer needs a runtime whose node container runs `tune run …`; runtime %s runs %q", rt.Name, strings.Join(rt.Command, " ")))}
 	}
 	over := map[string]any{}
 	for k, v := range t.Config {
@@ -90,11 +107,122 @@ func (t *TorchTuneTrainer) Build(rt *runtimes.Runtime, _ *step.RuntimeConfig) (P
 	if t.Loss != "" {
 		over["loss"] = t.Loss
 	}
+	if errs := t.check(rt, over); len(errs) > 0 {
+		return Parts{}, errs
+	}
 	c := Common{NumNodes: t.NumNodes, ResourcesPerNode: t.ResourcesPerNode}
 	var p Parts
 	c.apply(&p, nil)
-	p.Command = append(append([]string{}, rt.Command...), overrides(over)...)
+	p.Command = append([]string{}, TuneEntrypoint...)
+	p.Args = append(runtimeOverrides(rt.Command), overrides(over)...)
 	return p, nil
+}
+
+// check refuses, before anything is created, what the Trainer's torchtune webhook refuses.
+func (t *TorchTuneTrainer) check(rt *runtimes.Runtime, over map[string]any) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range tuneImmutable {
+		if _, ok := over[k]; ok {
+			errs = append(errs, field.Invalid(trainerPath.Child("config").Key(k), over[k],
+				fmt.Sprintf("the Trainer sets %s from runtime %s and refuses an override; write to the paths the runtime mounts instead", k, rt.Name)))
+		}
+	}
+	nodes := rt.NumNodes
+	if t.NumNodes != nil {
+		nodes = *t.NumNodes
+	}
+	if nodes <= 1 {
+		return errs
+	}
+	if model := tuneModel(rt.Name); !slices.Contains(tuneMultiNode, model) {
+		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), nodes,
+			fmt.Sprintf("must be 1 for model %s of runtime %s: the Trainer runs only %s on several nodes", model, rt.Name, strings.Join(tuneMultiNode, ", "))))
+	}
+	if lora, qlora := tuneLoRA(overrides(over)); lora || qlora {
+		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), nodes,
+			"LoRA and QLoRA (config model.lora_attn_modules / model.quantize_base) run on one node only in torchtune; set numNodes: 1"))
+	}
+	return errs
+}
+
+// tuneLoRA reads the args as the Trainer does: LoRA when model.lora_attn_modules is set, QLoRA
+// when model.quantize_base is true and model.use_dora is not.
+func tuneLoRA(args []string) (lora, qlora bool) {
+	enabled := func(key string) bool {
+		for _, a := range args {
+			k, v, ok := strings.Cut(a, "=")
+			if ok && strings.Contains(k, key) && strings.EqualFold(strings.TrimSpace(v), "true") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, a := range args {
+		if strings.Contains(a, "model.lora_attn_modules") {
+			lora = true
+		}
+	}
+	return lora, !enabled("model.use_dora") && enabled("model.quantize_base")
+}
+
+// TuneCommand is the command the Trainer (v2.3, torch plugin) makes of a TrainJob whose command
+// is [tune, run]: the rendezvous on node 0 when there is more than one process, the recipe and
+// config it picks from the node count, processes (nil: auto), GPUs per node and LoRA/QLoRA
+// args, the runtime's immutable paths, then the args. The local backend runs the same.
+func TuneCommand(runtimeName string, runtimeCommand []string, nodes int32, procs *int32, gpus int, rdzv string, args []string) []string {
+	lora, qlora := tuneLoRA(args)
+	recipe, suffix := "full_finetune_distributed", "_full"
+	single := procs != nil && *procs == 1 || procs == nil && gpus == 1
+	switch {
+	case nodes == 1 && single && qlora:
+		recipe, suffix = "lora_finetune_single_device", "_qlora_single_device"
+	case nodes == 1 && single && lora:
+		recipe, suffix = "lora_finetune_single_device", "_lora_single_device"
+	case nodes == 1 && single:
+		recipe, suffix = "full_finetune_single_device", "_full_single_device"
+	case nodes == 1 && qlora:
+		recipe, suffix = "lora_finetune_distributed", "_qlora"
+	case nodes == 1 && lora:
+		recipe, suffix = "lora_finetune_distributed", "_lora"
+	case nodes > 1:
+		suffix = "_full_multinode"
+	}
+	cmd := append([]string{}, TuneEntrypoint...)
+	if nodes > 1 || procs != nil && *procs > 1 || procs == nil && gpus > 1 {
+		cmd = append(cmd, "--rdzv_endpoint="+rdzv)
+	}
+	cmd = append(cmd, recipe, "--config", tuneModel(runtimeName)+suffix)
+	for _, c := range runtimeCommand {
+		if k, _, ok := strings.Cut(c, "="); ok && slices.Contains(tuneImmutable, k) {
+			cmd = append(cmd, c)
+		}
+	}
+	return append(cmd, args...)
+}
+
+// tuneModel is the Trainer's reading of a torchtune runtime's name: torchtune-llama3.2-1b →
+// llama3_2/1B.
+func tuneModel(runtime string) string {
+	f := strings.Split(runtime, "-")
+	if len(f) != 3 {
+		return ""
+	}
+	return strings.ReplaceAll(f[1], ".", "_") + "/" + strings.ToUpper(f[2])
+}
+
+// runtimeOverrides are the key=value items of the runtime's own tune command other than those
+// the Trainer copies itself: with command [tune, run] the Trainer rebuilds the recipe and config
+// and keeps only its immutable paths, so the runtime's dataset settings would be lost.
+func runtimeOverrides(cmd []string) []string {
+	var out []string
+	for _, c := range cmd {
+		k, _, ok := strings.Cut(c, "=")
+		if !ok || strings.HasPrefix(k, "-") || slices.Contains(tuneImmutable, k) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func overrides(m map[string]any) []string {

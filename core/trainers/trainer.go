@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/trainstep/trainstep/core/runtimes"
@@ -71,7 +72,10 @@ func (c *Common) apply(p *Parts, env map[string]string) {
 }
 
 // resources maps the SDK's resources_per_node to identical requests and limits, with its aliases
-// (gpu → nvidia.com/gpu, storage → ephemeral-storage, mig-<profile> → nvidia.com/mig-<profile>).
+// (gpu → nvidia.com/gpu, storage → ephemeral-storage, mig-<profile> → nvidia.com/mig-<profile>),
+// matched in any case as the SDK matches them. Any other name is kept exactly as written:
+// extended resources are case-sensitive (huawei.com/Ascend910 is not huawei.com/ascend910, and a
+// pod asking for the latter is never scheduled where only the former is advertised).
 func resources(in map[string]any) (*corev1.ResourceRequirements, field.ErrorList) {
 	if len(in) == 0 {
 		return nil, nil
@@ -86,14 +90,20 @@ func resources(in map[string]any) (*corev1.ResourceRequirements, field.ErrorList
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		name := strings.ToLower(k)
+		name, lower := k, strings.ToLower(k)
 		switch {
-		case name == "gpu":
+		case lower == "cpu", lower == "memory":
+			name = lower
+		case lower == "gpu":
 			name = "nvidia.com/gpu"
-		case name == "storage":
+		case lower == "storage":
 			name = "ephemeral-storage"
-		case strings.HasPrefix(name, "mig-"):
-			name = "nvidia.com/" + name
+		case strings.HasPrefix(lower, "mig-"):
+			name = "nvidia.com/" + lower
+		}
+		if msgs := validation.IsQualifiedName(name); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(p.Key(k), k, "must be cpu, memory, gpu, storage, mig-<profile> or a resource name such as example.com/device: "+strings.Join(msgs, "; ")))
+			continue
 		}
 		if strings.HasPrefix(name, "nvidia.com/mig-") {
 			mig++

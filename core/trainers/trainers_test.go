@@ -20,7 +20,8 @@ var (
 	jaxRT       = runtimes.Runtime{Name: "jax-distributed", Kind: runtimes.ClusterKind, Framework: "jax", Policy: runtimes.PolicyJAX, Type: runtimes.CustomTrainer, NumNodes: 1}
 	xgbRT       = runtimes.Runtime{Name: "xgboost-distributed", Kind: runtimes.ClusterKind, Framework: "xgboost", Policy: runtimes.PolicyXGBoost, Type: runtimes.CustomTrainer, NumNodes: 1}
 	tuneRT      = runtimes.Runtime{Name: "torchtune-llama3.2-1b", Kind: runtimes.ClusterKind, Framework: "torchtune", Policy: runtimes.PolicyTorch, Type: runtimes.BuiltinTrainer, NumNodes: 1,
-		Command: []string{"tune", "run", "full_finetune_distributed", "--config", "llama3_2/1B_full"}}
+		Command: []string{"tune", "run", "--rdzv_endpoint=localhost:29500", "full_finetune_distributed", "--config", "llama3_2/1B_full",
+			"dataset=torchtune.datasets.instruct_dataset", "output_dir=/workspace/output", "tokenizer.path=/workspace/model/original/tokenizer.model"}}
 )
 
 func resolve(t *testing.T, y string) Trainer {
@@ -152,12 +153,14 @@ func TestTrainerMappings(t *testing.T) {
 				assert.Equal(t, []string{"--lr", "0.1"}, p.Args)
 			},
 		},
-		"TorchTuneTrainer appends overrides to the recipe": {
+		"TorchTuneTrainer hands the Trainer [tune, run] and its overrides as args": {
 			yaml: "framework: torchtune\ntrainer: {epochs: 2, batchSize: 4, dtype: bf16, config: {optimizer.lr: 0.0002, model.lora_attn_modules: [q_proj, v_proj]}}",
 			rt:   tuneRT, kind: "TorchTuneTrainer", frameworks: []string{"torchtune"},
 			check: func(t *testing.T, p Parts) {
-				assert.Equal(t, []string{"tune", "run", "full_finetune_distributed", "--config", "llama3_2/1B_full",
-					"batch_size=4", "dtype=bf16", "epochs=2", "model.lora_attn_modules=[q_proj,v_proj]", "optimizer.lr=0.0002"}, p.Command)
+				assert.Equal(t, []string{"tune", "run"}, p.Command, "exactly the Trainer's torchtune entry point")
+				assert.Equal(t, []string{"dataset=torchtune.datasets.instruct_dataset",
+					"batch_size=4", "dtype=bf16", "epochs=2", "model.lora_attn_modules=[q_proj,v_proj]", "optimizer.lr=0.0002"}, p.Args,
+					"the runtime's own overrides first (its immutable paths are the Trainer's to copy), then the step's")
 			},
 		},
 	}
@@ -227,6 +230,12 @@ func TestBuildRejects(t *testing.T) {
 		"reserved env in runtimeConfig": {"framework: torch\ntrainer: {func: \"def f(): pass\"}\nruntimeConfig: {env: {PET_MASTER_PORT: '1'}}", torchRT, "runtimeConfig.env[PET_MASTER_PORT]"},
 		"maxRestarts twice":             {"framework: torch\ntrainer: {func: \"def f(): pass\", maxRestarts: 2, env: {PET_MAX_RESTARTS: '1'}}", torchRT, "trainer.env[PET_MAX_RESTARTS]"},
 		"JAX env on a jax runtime":      {"framework: jax\ntrainer: {func: \"def f(): pass\", env: {JAX_PROCESS_ID: '0'}}", jaxRT, "trainer.env[JAX_PROCESS_ID]"},
+		// What the Trainer's torchtune webhook refuses (pkg/runtime/framework/plugins/torch/torchtune.go).
+		"torchtune 1B on two nodes": {"framework: torchtune\ntrainer: {numNodes: 2}", tuneRT, "trainer.numNodes"},
+		"torchtune LoRA on two nodes": {"framework: torchtune\ntrainer: {numNodes: 2, config: {model.lora_attn_modules: [q_proj]}}",
+			runtimes.Runtime{Name: "torchtune-llama3.3-70b", Framework: "torchtune", Type: runtimes.BuiltinTrainer, NumNodes: 1, Command: tuneRT.Command}, "trainer.numNodes"},
+		"torchtune output_dir":       {"framework: torchtune\ntrainer: {config: {output_dir: /tmp/x}}", tuneRT, "trainer.config[output_dir]"},
+		"torchtune without tune run": {"framework: torchtune\ntrainer: {}", runtimes.Runtime{Name: "odd", Framework: "torchtune", Type: runtimes.BuiltinTrainer, Command: []string{"python", "x.py"}}, "runtime.name"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -264,4 +273,33 @@ func TestRegistryTier2(t *testing.T) {
 
 	assert.ErrorContains(t, r.Register(Registration{Kind: "TorchTrainer", New: newTorch}), "already registered")
 	assert.ErrorContains(t, r.Register(Registration{Kind: "Other", Frameworks: []string{"torch"}, New: newTorch}), "already picks TorchTrainer")
+}
+
+// The SDK's aliases are matched in any case; every other resource name is kept as written,
+// because extended resource names are case-sensitive on the node.
+func TestResourceNames(t *testing.T) {
+	cases := map[string]struct {
+		in   string
+		want corev1.ResourceName
+	}{
+		"gpu alias":               {"gpu", "nvidia.com/gpu"},
+		"GPU alias any case":      {"GPU", "nvidia.com/gpu"},
+		"storage alias":           {"Storage", "ephemeral-storage"},
+		"mig alias":               {"MIG-1g.5gb", "nvidia.com/mig-1g.5gb"},
+		"cpu":                     {"CPU", "cpu"},
+		"extended keeps its case": {"huawei.com/Ascend910", "huawei.com/Ascend910"},
+		"vendor gpu name as is":   {"amd.com/gpu", "amd.com/gpu"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r, errs := resources(map[string]any{tc.in: json.Number("2")})
+			require.Empty(t, errs)
+			assert.Contains(t, r.Limits, tc.want)
+			assert.Contains(t, r.Requests, tc.want)
+			assert.Len(t, r.Limits, 1)
+		})
+	}
+	_, errs := resources(map[string]any{"not a name!": json.Number("1")})
+	require.Len(t, errs, 1)
+	assert.Equal(t, "trainer.resourcesPerNode[not a name!]", errs[0].Field)
 }
