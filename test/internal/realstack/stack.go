@@ -466,18 +466,6 @@ spec:
 	if err := os.WriteFile(config, []byte(strings.Join(docs, "\n---\n")), 0o644); err != nil {
 		return err
 	}
-	p, err := s.start("kwok", filepath.Join(s.Assets, "kwok"), nil,
-		"--kubeconfig="+s.Kubeconfig,
-		"--config="+config,
-		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--node-ip=127.0.0.1", "--node-port="+strconv.Itoa(port),
-		fmt.Sprintf("--server-address=127.0.0.1:%d", port),
-		"--tls-cert-file="+serving.cert, "--tls-private-key-file="+serving.key,
-	)
-	if err != nil {
-		return err
-	}
 	for i := range NodeCount {
 		n := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
@@ -500,6 +488,20 @@ spec:
 			return fmt.Errorf("setting the capacity of Node %s: %w", n.Name, err)
 		}
 		s.Nodes = append(s.Nodes, n.Name)
+	}
+	// kwok starts after the Nodes have their capacity: its node-initialize stage fills in a
+	// default capacity for a Node that has none.
+	p, err := s.start("kwok", filepath.Join(s.Assets, "kwok"), nil,
+		"--kubeconfig="+s.Kubeconfig,
+		"--config="+config,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--node-ip=127.0.0.1", "--node-port="+strconv.Itoa(port),
+		fmt.Sprintf("--server-address=127.0.0.1:%d", port),
+		"--tls-cert-file="+serving.cert, "--tls-private-key-file="+serving.key,
+	)
+	if err != nil {
+		return err
 	}
 	return waitFor(ctx, p, "kwok to make the Nodes Ready", func(ctx context.Context) (bool, error) {
 		for _, name := range s.Nodes {
