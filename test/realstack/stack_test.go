@@ -173,6 +173,7 @@ timeout: 3m
 `)
 	assert.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
 	assert.Equal(t, "Failed", r.outputs["phase"])
+	t.Logf("message:\n%s", r.outputs["message"])
 	// The tail comes from pods/log, which the apiserver proxies to kwok.
 	assert.Contains(t, r.outputs["message"], "last lines of")
 	assert.Contains(t, r.outputs["message"], realstack.NodeLog[len(realstack.NodeLog)-1])

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
@@ -25,6 +26,7 @@ func Run(m *testing.M, s **Stack) int {
 	klog.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	begin := time.Now()
 	started, err := Start(ctx)
 	stopSignals()
 	cancel()
@@ -32,6 +34,8 @@ func Run(m *testing.M, s **Stack) int {
 		fmt.Fprintf(os.Stderr, "realstack: starting the stack: %v\n", err)
 		return 1
 	}
+	// For whoever reads the log; nothing asserts it.
+	fmt.Fprintf(os.Stderr, "realstack: stack up in %s\n", time.Since(begin).Round(100*time.Millisecond))
 	*s = started
 
 	done := make(chan struct{})
