@@ -3,9 +3,11 @@ package realstack_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,4 +179,53 @@ timeout: 3m
 	// The tail comes from pods/log, which the apiserver proxies to kwok.
 	assert.Contains(t, r.outputs["message"], "last lines of")
 	assert.Contains(t, r.outputs["message"], realstack.NodeLog[len(realstack.NodeLog)-1])
+}
+
+// kube-scheduler really places pods by the kwok Nodes' capacity: a node asking for more GPUs
+// than any Node has stays Pending, Unschedulable; the step is then interrupted, as a pipeline
+// engine would on cancel, and deletes its TrainJob.
+func TestStepAskingForMoreGPUsThanAnyNodeStaysUnschedulable(t *testing.T) {
+	ns := stack.Namespace(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "step.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`
+framework: torch
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: %d}
+  func: |
+    def train():
+        pass
+timeout: 5m
+`, realstack.NodeGPUs*2)), 0o644))
+	cmd := exec.CommandContext(t.Context(), bin, "run", "--namespace", ns, "-f", file, "--output-dir", filepath.Join(dir, "out"))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	require.NoError(t, cmd.Start())
+
+	var msg string
+	require.Eventually(t, func() bool {
+		pods := &corev1.PodList{}
+		if err := stack.Client.List(t.Context(), pods, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+					msg = c.Message
+					return true
+				}
+			}
+		}
+		return false
+	}, timeout, interval, "no pod was found Unschedulable")
+	assert.Contains(t, msg, "Insufficient nvidia.com/gpu")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, stderr.String())
+	assert.Equal(t, cli.ExitInterrupts, ee.ExitCode(), stderr.String())
+	assert.Contains(t, stderr.String(), "deleted TrainJob")
 }
