@@ -54,7 +54,7 @@ func Run(m *testing.M, s **Stack) int {
 	code := m.Run()
 	close(done)
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "realstack: process logs are in %s (set KEEP_REALSTACK=1 to keep them)\n", started.LogDir)
+		started.KeepLogs = true
 	}
 	if err := started.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "realstack: stopping the stack: %v\n", err)

@@ -81,6 +81,8 @@ type Stack struct {
 	Runtimes []string
 	// Assets is the directory of the Trainer, JobSet and kwok binaries and manifests.
 	Assets string
+	// KeepLogs makes Stop leave LogDir in place; a failed Start or suite sets it.
+	KeepLogs bool
 
 	dir      string
 	procs    []*process
@@ -135,6 +137,13 @@ func Start(ctx context.Context) (_ *Stack, err error) {
 	s := &Stack{dir: dir, LogDir: filepath.Join(dir, "logs"), Assets: assets}
 	defer func() {
 		if err != nil {
+			// A process that died is often the cause even when another one was being waited on.
+			for _, p := range s.procs {
+				if exitErr := p.exitErr(); exitErr != nil && !strings.Contains(err.Error(), p.logPath) {
+					err = fmt.Errorf("%w\n%v\n%s", err, exitErr, p.tail())
+				}
+			}
+			s.KeepLogs = true // the error points at them
 			if stopErr := s.Stop(); stopErr != nil {
 				err = fmt.Errorf("%w (and stopping: %v)", err, stopErr)
 			}
@@ -185,7 +194,7 @@ func Start(ctx context.Context) (_ *Stack, err error) {
 	return s, nil
 }
 
-// Stop stops every process, newest first, and removes the stack's directory unless
+// Stop stops every process, newest first, and removes the stack's directory unless KeepLogs or
 // KEEP_REALSTACK is set (then it says where the logs are).
 func (s *Stack) Stop() error {
 	s.stopOnce.Do(func() {
@@ -196,7 +205,7 @@ func (s *Stack) Stop() error {
 			}
 		}
 		s.stopErr = errors.Join(errs...)
-		if os.Getenv("KEEP_REALSTACK") != "" {
+		if s.KeepLogs || os.Getenv("KEEP_REALSTACK") != "" {
 			fmt.Fprintf(os.Stderr, "realstack: logs kept in %s\n", s.LogDir)
 			return
 		}
