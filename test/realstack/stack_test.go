@@ -127,6 +127,11 @@ func TestExecutorRunsATorchStepToSucceeded(t *testing.T) {
 	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
 	assert.Equal(t, "Succeeded", r.outputs["phase"])
 	assert.Equal(t, "torch-distributed", r.outputs["runtime"])
+	// node-0's log, followed through pods/log (kwok serves it), and the progress on the way.
+	for _, line := range realstack.NodeLog {
+		assert.Contains(t, r.stdout, line)
+	}
+	assert.Contains(t, r.stderr, "Running: TrainJob "+r.outputs["trainjob-name"]+" is running: 2/2 nodes")
 
 	// The pods really were Job pods of the JobSet, scheduled on kwok Nodes.
 	pods := &corev1.PodList{}
