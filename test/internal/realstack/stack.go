@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -84,11 +85,12 @@ type Stack struct {
 	// KeepLogs makes Stop leave LogDir in place; a failed Start or suite sets it.
 	KeepLogs bool
 
-	dir      string
-	procs    []*process
-	pki      *pki
-	stopOnce sync.Once
-	stopErr  error
+	dir         string
+	procs       []*process
+	pki         *pki
+	nodeLogFile string
+	stopOnce    sync.Once
+	stopErr     error
 }
 
 // AssetDirs returns where the binaries are: KUBEBUILDER_ASSETS (kube-apiserver, etcd,
@@ -427,13 +429,9 @@ func (s *Stack) startKwok(ctx context.Context, port int) error {
 	if err != nil {
 		return err
 	}
-	logFile := filepath.Join(s.dir, "node.log")
-	var b strings.Builder
-	for _, l := range NodeLog {
-		// CRI log format; kwok refuses anything else with "unsupported log format".
-		fmt.Fprintf(&b, "2026-12-01T05:20:00.000000000Z stdout F %s\n", l)
-	}
-	if err := os.WriteFile(logFile, []byte(b.String()), 0o644); err != nil {
+	s.nodeLogFile = filepath.Join(s.dir, "node.log")
+	logFile := s.nodeLogFile
+	if err := s.writeNodeLog(NodeLog); err != nil {
 		return err
 	}
 	var docs []string
@@ -557,4 +555,34 @@ func (s *Stack) tlsOK(port int) func(context.Context) (bool, error) {
 		c.Close()
 		return true, nil
 	}
+}
+
+// writeNodeLog makes lines the log of every pod. CRI log format: kwok refuses anything else
+// with "unsupported log format".
+func (s *Stack) writeNodeLog(lines []string) error {
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "2026-12-01T05:20:00.000000000Z stdout F %s\n", l)
+	}
+	// Write and rename, so that kwok never serves a half-written file.
+	tmp := s.nodeLogFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.nodeLogFile)
+}
+
+// SetNodeLog makes lines the log every pod prints (kwok reads the file at each pods/log
+// request) until the test ends, when NodeLog is back. The file is shared by all pods: tests
+// that call it must not run in parallel.
+func (s *Stack) SetNodeLog(t testing.TB, lines ...string) {
+	t.Helper()
+	if err := s.writeNodeLog(lines); err != nil {
+		t.Fatalf("writing the node log: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.writeNodeLog(NodeLog); err != nil {
+			t.Errorf("restoring the node log: %v", err)
+		}
+	})
 }
