@@ -34,7 +34,8 @@ grep -q "k8s.io/kubernetes v$KV\b" go.mod || { echo "k8s.io/kubernetes version d
 V=k8s.io/component-base/version; C=k8s.io/client-go/pkg/version
 LDF="-s -w -X $V.gitVersion=v$KV -X $V.gitMajor=1 -X $V.gitMinor=$MINOR -X $V.gitTreeState=clean -X $C.gitVersion=v$KV -X $C.gitMajor=1 -X $C.gitMinor=$MINOR -X $C.gitTreeState=clean"
 mkdir -p "$DEST"
-go build -ldflags "$LDF" -o "$DEST/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver && mv "$DEST/kube-apiserver.tmp" "$DEST/kube-apiserver"
-go build -ldflags "-s -w" -o "$DEST/etcd.tmp" go.etcd.io/etcd/server/v3 && mv "$DEST/etcd.tmp" "$DEST/etcd"
-for c in "${EXTRA[@]}"; do go build -ldflags "$LDF" -o "$DEST/$c.tmp" "k8s.io/kubernetes/cmd/$c" && mv "$DEST/$c.tmp" "$DEST/$c"; done
+# Each binary already there is kept: adding an extra (kube-scheduler for test/realstack) builds only it.
+[ -x "$DEST/kube-apiserver" ] || { go build -ldflags "$LDF" -o "$DEST/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver && mv "$DEST/kube-apiserver.tmp" "$DEST/kube-apiserver"; }
+[ -x "$DEST/etcd" ] || { go build -ldflags "-s -w" -o "$DEST/etcd.tmp" go.etcd.io/etcd/server/v3 && mv "$DEST/etcd.tmp" "$DEST/etcd"; }
+for c in "${EXTRA[@]}"; do [ -x "$DEST/$c" ] || { go build -ldflags "$LDF" -o "$DEST/$c.tmp" "k8s.io/kubernetes/cmd/$c" && mv "$DEST/$c.tmp" "$DEST/$c"; }; done
 "$DEST/kube-apiserver" --version; "$DEST/etcd" --version | head -1

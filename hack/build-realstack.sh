@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds the non-Kubernetes parts of the "real stack" test bed (test/internal/realstack) from pinned
+# Go modules into a cache directory outside the repo, and copies the upstream manifests the tests
+# apply (CRDs, webhook configurations, runtimes, kwok stages) beside them.
+# Usage: hack/build-realstack.sh DIR
+# Result: DIR/{trainer-controller-manager,jobset-manager,kwok} and DIR/manifests/... Re-runs are no-ops.
+# kube-apiserver, etcd, kube-controller-manager and kube-scheduler come from hack/build-control-plane.sh.
+#
+# Upstream source is never copied into the repo: everything is built from the module cache in
+# temporary directories (test-cluster.md §13).
+set -euo pipefail
+
+dir=${1:?usage: build-realstack.sh DIR}
+TRAINER_VERSION=${TRAINER_VERSION:-v2.3.0}
+JOBSET_VERSION=${JOBSET_VERSION:-v0.12.0}
+KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
+
+export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+mkdir -p "$dir"
+tmp=$(mktemp -d)
+trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+
+moddir() { go mod download -json "$1" | sed -n 's/.*"Dir": "\(.*\)",/\1/p'; }
+
+# Builds the main package at $2 (relative to the module root) of module $1 in a writable copy of the
+# module, with the module's own go.mod and go.sum. `go install mod@version` is refused for JobSet
+# (it asks the proxy for the version list), so all three are built the same way.
+build() {
+	local mod=$1 pkg=$2 out=$3
+	if [[ -x "$dir/$out" ]]; then return 0; fi
+	local src start=$SECONDS
+	src=$(moddir "$mod")
+	echo "building $out from $mod" >&2
+	cp -r "$src" "$tmp/$out-src"
+	chmod -R u+w "$tmp/$out-src"
+	(cd "$tmp/$out-src" && go build -trimpath -ldflags "-s -w" -o "$dir/$out.tmp" "$pkg")
+	mv "$dir/$out.tmp" "$dir/$out"
+	echo "built $dir/$out in $((SECONDS - start)) s" >&2
+}
+
+build "github.com/kubeflow/trainer/v2@$TRAINER_VERSION" ./cmd/trainer-controller-manager trainer-controller-manager
+build "sigs.k8s.io/jobset@$JOBSET_VERSION" . jobset-manager
+build "sigs.k8s.io/kwok@$KWOK_VERSION" ./cmd/kwok kwok
+
+# Manifests, copied as they are in the modules (the harness rewrites webhook clientConfigs at run time).
+m=$dir/manifests
+if [[ ! -f "$m/.done" ]]; then
+	rm -rf "$m"
+	mkdir -p "$m/trainer/crds" "$m/trainer/runtimes" "$m/jobset/crds" "$m/kwok/stages"
+	t=$(moddir "github.com/kubeflow/trainer/v2@$TRAINER_VERSION")
+	j=$(moddir "sigs.k8s.io/jobset@$JOBSET_VERSION")
+	k=$(moddir "sigs.k8s.io/kwok@$KWOK_VERSION")
+	cp "$t"/manifests/base/crds/trainer.kubeflow.org_*.yaml "$m/trainer/crds/"
+	cp "$t/manifests/base/webhook/manifests.yaml" "$m/trainer/webhooks.yaml"
+	cp "$t/manifests/base/manager/controller_manager_config.yaml" "$m/trainer/controller_manager_config.yaml"
+	cp "$t"/manifests/base/runtimes/*_distributed.yaml "$m/trainer/runtimes/"
+	cp "$t"/manifests/base/runtimes/torchtune/llama3_2/*.yaml "$m/trainer/runtimes/"
+	cp "$j"/config/components/crd/bases/*.yaml "$m/jobset/crds/"
+	cp "$j/config/components/webhook/manifests.yaml" "$m/jobset/webhooks.yaml"
+	cp "$j/config/components/manager/controller_manager_config.yaml" "$m/jobset/controller_manager_config.yaml"
+	cp "$k/kustomize/stage/node/fast/node-initialize.yaml" "$k/kustomize/stage/node/heartbeat/node-heartbeat.yaml" "$m/kwok/stages/"
+	for s in pod-create pod-ready pod-complete pod-delete; do
+		cp "$k/kustomize/stage/pod/general/$s.yaml" "$m/kwok/stages/"
+	done
+	chmod -R u+w "$m"
+	touch "$m/.done"
+fi
+echo "real stack assets in $dir" >&2

@@ -1,0 +1,318 @@
+package realstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// readObjects decodes every object of the (multi-document) YAML files matching pattern.
+func readObjects(pattern string) ([]*unstructured.Unstructured, error) {
+	files, err := filepath.Glob(pattern)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no manifests match %s; run `make test-assets`", pattern)
+	}
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, fmt.Errorf("decoding %s: %w", f, err)
+			}
+			if len(u.Object) > 0 {
+				objs = append(objs, u)
+			}
+		}
+	}
+	return objs, nil
+}
+
+func (s *Stack) installCRDs(ctx context.Context) error {
+	m := filepath.Join(s.Assets, "manifests")
+	var names []string
+	for _, pattern := range []string{filepath.Join(m, "trainer", "crds", "*.yaml"), filepath.Join(m, "jobset", "crds", "*.yaml")} {
+		objs, err := readObjects(pattern)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if err := s.Client.Create(ctx, o); err != nil {
+				return fmt.Errorf("creating CRD %s: %w", o.GetName(), err)
+			}
+			names = append(names, o.GetName())
+		}
+	}
+	return waitFor(ctx, nil, "the CRDs to be Established", func(ctx context.Context) (bool, error) {
+		for _, n := range names {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := s.Client.Get(ctx, client.ObjectKey{Name: n}, crd); err != nil {
+				return false, err
+			}
+			established := false
+			for _, c := range crd.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					established = true
+				}
+			}
+			if !established {
+				return false, fmt.Errorf("CRD %s is not Established", n)
+			}
+		}
+		return true, nil
+	})
+}
+
+// installWebhooks creates the webhook configurations of file with each clientConfig.service
+// replaced by a URL on 127.0.0.1:port and the stack's CA; rename maps manifest names to the
+// names to create.
+func (s *Stack) installWebhooks(ctx context.Context, file string, port int, rename func(string) string) error {
+	objs, err := readObjects(file)
+	if err != nil {
+		return err
+	}
+	ca := base64.StdEncoding.EncodeToString(s.pki.caPEM)
+	for _, o := range objs {
+		whs, ok, err := unstructured.NestedSlice(o.Object, "webhooks")
+		if err != nil || !ok {
+			return fmt.Errorf("%s %s has no webhooks (%v)", o.GetKind(), o.GetName(), err)
+		}
+		for i, w := range whs {
+			wh := w.(map[string]any)
+			path, _, _ := unstructured.NestedString(wh, "clientConfig", "service", "path")
+			if path == "" {
+				return fmt.Errorf("webhook %v of %s has no clientConfig.service.path", wh["name"], file)
+			}
+			wh["clientConfig"] = map[string]any{
+				"url":      fmt.Sprintf("https://127.0.0.1:%d%s", port, path),
+				"caBundle": ca,
+			}
+			whs[i] = wh
+		}
+		if err := unstructured.SetNestedSlice(o.Object, whs, "webhooks"); err != nil {
+			return err
+		}
+		o.SetName(rename(o.GetName()))
+		if err := s.Client.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// managerConfig reads a manager's Configuration file from the module and sets the given
+// dotted paths.
+func managerConfig(src, dst string, set map[string]any) error {
+	cfg := map[string]any{}
+	if src != "" {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := yaml.Unmarshal(data, &cfg); err != nil {
+			return fmt.Errorf("reading %s: %w", src, err)
+		}
+	}
+	for k, v := range set {
+		if err := unstructured.SetNestedField(cfg, v, strings.Split(k, ".")...); err != nil {
+			return err
+		}
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, out, 0o644)
+}
+
+// certTmpdir makes a TMPDIR whose k8s-webhook-server/serving-certs holds kp: controller-runtime's
+// default webhook cert dir is under os.TempDir().
+func (s *Stack) certTmpdir(name string, kp keyPair) (string, error) {
+	tmp := filepath.Join(s.dir, name+"-tmp")
+	certs := filepath.Join(tmp, "k8s-webhook-server", "serving-certs")
+	if err := os.MkdirAll(certs, 0o700); err != nil {
+		return "", err
+	}
+	for src, dst := range map[string]string{kp.cert: "tls.crt", kp.key: "tls.key"} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(certs, dst), data, 0o600); err != nil {
+			return "", err
+		}
+	}
+	return tmp, nil
+}
+
+func (s *Stack) startJobSet(ctx context.Context, kp keyPair, webhookPort, healthPort int) error {
+	m := filepath.Join(s.Assets, "manifests", "jobset")
+	if err := s.installWebhooks(ctx, filepath.Join(m, "webhooks.yaml"), webhookPort,
+		func(n string) string { return "jobset-" + n }); err != nil {
+		return err
+	}
+	cfg := filepath.Join(s.dir, "jobset-config.yaml")
+	if err := managerConfig(filepath.Join(m, "controller_manager_config.yaml"), cfg, map[string]any{
+		"leaderElection.leaderElect":    false,
+		"internalCertManagement.enable": false,
+		"webhook.port":                  int64(webhookPort),
+		"webhook.host":                  "127.0.0.1",
+		"metrics.bindAddress":           "0",
+		"health.healthProbeBindAddress": fmt.Sprintf("127.0.0.1:%d", healthPort),
+	}); err != nil {
+		return err
+	}
+	tmp, err := s.certTmpdir("jobset", kp)
+	if err != nil {
+		return err
+	}
+	p, err := s.start("jobset", filepath.Join(s.Assets, "jobset-manager"), []string{"TMPDIR=" + tmp},
+		"--config="+cfg, "--kubeconfig="+s.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	return s.waitManager(ctx, p, healthPort, webhookPort)
+}
+
+func (s *Stack) startTrainer(ctx context.Context, kp keyPair, webhookPort, healthPort, statusPort int) error {
+	m := filepath.Join(s.Assets, "manifests", "trainer")
+	names := map[string]string{
+		"validating-webhook-configuration": "validator.trainer.kubeflow.org",
+		"mutating-webhook-configuration":   "defaulter.trainer.kubeflow.org",
+	}
+	if err := s.installWebhooks(ctx, filepath.Join(m, "webhooks.yaml"), webhookPort, func(n string) string {
+		if r, ok := names[n]; ok {
+			return r
+		}
+		return "trainer-" + n
+	}); err != nil {
+		return err
+	}
+	cfg := filepath.Join(s.dir, "trainer-config.yaml")
+	if err := managerConfig(filepath.Join(m, "controller_manager_config.yaml"), cfg, map[string]any{
+		"leaderElection.leaderElect":    false,
+		"certManagement.enable":         false,
+		"webhook.port":                  int64(webhookPort),
+		"webhook.host":                  "127.0.0.1",
+		"metrics.bindAddress":           "0",
+		"health.healthProbeBindAddress": fmt.Sprintf("127.0.0.1:%d", healthPort),
+		"statusServer.port":             int64(statusPort),
+	}); err != nil {
+		return err
+	}
+	tmp, err := s.certTmpdir("trainer", kp)
+	if err != nil {
+		return err
+	}
+	p, err := s.start("trainer", filepath.Join(s.Assets, "trainer-controller-manager"),
+		[]string{"TMPDIR=" + tmp, "KUBECONFIG=" + s.Kubeconfig}, "--config="+cfg)
+	if err != nil {
+		return err
+	}
+	return s.waitManager(ctx, p, healthPort, webhookPort)
+}
+
+// waitManager waits until a controller-runtime manager says it is ready and its webhook server
+// answers TLS with the stack's certificate.
+func (s *Stack) waitManager(ctx context.Context, p *process, healthPort, webhookPort int) error {
+	if err := waitFor(ctx, p, p.name+" /readyz", func(ctx context.Context) (bool, error) {
+		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
+	}); err != nil {
+		return err
+	}
+	return waitFor(ctx, p, p.name+" webhook server", s.tlsOK(webhookPort))
+}
+
+// installRuntimes creates the stock ClusterTrainingRuntimes through the Trainer's webhooks,
+// retrying while they are not yet serving.
+func (s *Stack) installRuntimes(ctx context.Context) error {
+	objs, err := readObjects(filepath.Join(s.Assets, "manifests", "trainer", "runtimes", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	var trainerProc *process
+	for _, p := range s.procs {
+		if p.name == "trainer" {
+			trainerProc = p
+		}
+	}
+	for _, o := range objs {
+		if err := waitFor(ctx, trainerProc, "the Trainer webhook to admit runtime "+o.GetName(), func(ctx context.Context) (bool, error) {
+			err := s.Client.Create(ctx, o.DeepCopy())
+			return err == nil || apierrors.IsAlreadyExists(err), err
+		}); err != nil {
+			return err
+		}
+		s.Runtimes = append(s.Runtimes, o.GetName())
+	}
+	return nil
+}
+
+// Namespace creates a namespace for this test alone and deletes it when the test ends; the
+// namespace controller then deletes what the test left in it. It waits for the default
+// ServiceAccount, without which no pod is admitted.
+func (s *Stack) Namespace(t testing.TB) string {
+	t.Helper()
+	ctx := t.Context()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: namespacePrefix(t.Name())}}
+	if err := s.Client.Create(ctx, ns); err != nil {
+		t.Fatalf("creating a namespace for %s: %v", t.Name(), err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := s.Client.Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting namespace %s: %v", ns.Name, err)
+		}
+	})
+	if err := waitFor(ctx, nil, "ServiceAccount "+ns.Name+"/default", func(ctx context.Context) (bool, error) {
+		err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+var notDNSLabel = regexp.MustCompile(`[^a-z0-9-]+`)
+
+func namespacePrefix(testName string) string {
+	p := strings.Trim(notDNSLabel.ReplaceAllString(strings.ToLower(testName), "-"), "-")
+	const maxPrefix = 40
+	if len(p) > maxPrefix {
+		p = strings.TrimRight(p[:maxPrefix], "-")
+	}
+	if p == "" {
+		p = "test"
+	}
+	return p + "-"
+}

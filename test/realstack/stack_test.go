@@ -1,0 +1,244 @@
+package realstack_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/internal/cli"
+	"github.com/trainstep/trainstep/test/internal/realstack"
+)
+
+// Waits poll for a state with these bounds; nothing sleeps to synchronise. Generous: the stack
+// shares 2 cores with the test and the pods' stages have delays of a few seconds each.
+const (
+	timeout  = 3 * time.Minute
+	interval = 200 * time.Millisecond
+)
+
+func TestTrainerWebhookRejectsAnUnknownRuntime(t *testing.T) {
+	ns := stack.Namespace(t)
+	tj := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-runtime", Namespace: ns},
+		Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{
+			Name: "no-such-runtime", APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.ClusterTrainingRuntimeKind),
+		}},
+	}
+	err := stack.Client.Create(t.Context(), tj)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request`)
+	assert.Contains(t, err.Error(), "specified clusterTrainingRuntime must be created before the TrainJob is created")
+}
+
+// The known defect: JobSet's webhook refuses a JobSet whose pod names would pass 63 characters,
+// and the JobSet is named after the TrainJob, so a long TrainJob name on a runtime with a
+// dataset-initializer stays Pending with an Event.
+func TestJobSetWebhookRefusesALongNameOnTheTorchTuneRuntime(t *testing.T) {
+	ns := stack.Namespace(t)
+	require.Contains(t, stack.Runtimes, "torchtune-llama3.2-1b")
+	tj := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "train-dag-x7k2p-train-5383618e4f03", Namespace: ns},
+		Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{
+			Name: "torchtune-llama3.2-1b", APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.ClusterTrainingRuntimeKind),
+		}},
+	}
+	require.NoError(t, stack.Client.Create(t.Context(), tj))
+	var msg string
+	require.Eventually(t, func() bool {
+		evs := &corev1.EventList{}
+		if err := stack.Client.List(t.Context(), evs, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == tj.Name && e.Reason == "TrainJobResourcesCreationFailed" {
+				msg = e.Message
+				return true
+			}
+		}
+		return false
+	}, timeout, interval, "no TrainJobResourcesCreationFailed Event for TrainJob %s/%s", ns, tj.Name)
+	assert.Contains(t, msg, "vjobset.kb.io")
+	assert.Contains(t, msg, "will exceed 63 characters")
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+	outputs        map[string]string
+}
+
+// executor runs the real binary against the stack with KUBECONFIG, as a pipeline step would.
+func executor(t *testing.T, ns, step string) result {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "step.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
+	outDir := filepath.Join(dir, "outputs")
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--namespace", ns, "-f", file, "--output-dir", outDir)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String(), outputs: map[string]string{}}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	entries, _ := os.ReadDir(outDir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(outDir, e.Name()))
+		require.NoError(t, err)
+		r.outputs[e.Name()] = string(b)
+	}
+	return r
+}
+
+const torchStep = `
+framework: torch
+trainer:
+  numNodes: 2
+  env: {KWOK_RUN_SECONDS: "2"}
+  func: |
+    def train():
+        print("hello from the real stack")
+timeout: 3m
+`
+
+func TestExecutorRunsATorchStepToSucceeded(t *testing.T) {
+	ns := stack.Namespace(t)
+	r := executor(t, ns, torchStep)
+	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
+	assert.Equal(t, "Succeeded", r.outputs["phase"])
+	assert.Equal(t, "torch-distributed", r.outputs["runtime"])
+	// node-0's log, followed through pods/log (kwok serves it), and the progress on the way.
+	for _, line := range realstack.NodeLog {
+		assert.Contains(t, r.stdout, line)
+	}
+	assert.Contains(t, r.stderr, "Running: TrainJob "+r.outputs["trainjob-name"]+" is running: 2/2 nodes")
+
+	// The pods really were Job pods of the JobSet, scheduled on kwok Nodes.
+	pods := &corev1.PodList{}
+	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(ns)))
+	require.Len(t, pods.Items, 2)
+	for _, p := range pods.Items {
+		assert.Contains(t, stack.Nodes, p.Spec.NodeName, "pod %s", p.Name)
+		assert.Equal(t, corev1.PodSucceeded, p.Status.Phase, "pod %s", p.Name)
+		assert.NotEmpty(t, p.Labels["jobset.sigs.k8s.io/jobset-name"], "pod %s", p.Name)
+		assert.NotEmpty(t, p.Labels["batch.kubernetes.io/job-completion-index"], "pod %s", p.Name)
+	}
+}
+
+// noRetryRuntime installs a copy of the stock torch-distributed runtime whose Jobs do not
+// retry a failed pod: with the Job default (backoffLimit 6, exponential back-off) a failing
+// node is retried for minutes before the TrainJob fails.
+func noRetryRuntime(t *testing.T) string {
+	t.Helper()
+	stock := &trainer.ClusterTrainingRuntime{}
+	require.NoError(t, stack.Client.Get(t.Context(), client.ObjectKey{Name: "torch-distributed"}, stock))
+	rt := &trainer.ClusterTrainingRuntime{
+		ObjectMeta: metav1.ObjectMeta{Name: "torch-no-retry", Labels: stock.Labels},
+		Spec:       *stock.Spec.DeepCopy(),
+	}
+	for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+		rt.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.BackoffLimit = ptr.To[int32](0)
+	}
+	require.NoError(t, client.IgnoreAlreadyExists(stack.Client.Create(t.Context(), rt)))
+	t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), rt) })
+	return rt.Name
+}
+
+func TestExecutorReportsAFailedNodeWithItsLogTail(t *testing.T) {
+	ns := stack.Namespace(t)
+	rt := noRetryRuntime(t)
+	traceback := []string{
+		"Traceback (most recent call last):",
+		`  File "train.py", line 7, in train`,
+		"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+	}
+	stack.SetNodeLog(t, traceback...)
+	r := executor(t, ns, `
+framework: torch
+runtime: {name: `+rt+`, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 2
+  env: {KWOK_FAIL: "1"}
+  func: |
+    def train():
+        raise SystemExit(1)
+timeout: 3m
+`)
+	assert.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
+	assert.Equal(t, "Failed", r.outputs["phase"])
+	t.Logf("message:\n%s", r.outputs["message"])
+	// The tail comes from pods/log, which the apiserver proxies to kwok.
+	assert.Contains(t, r.outputs["message"], "last lines of")
+	for _, line := range traceback {
+		assert.Contains(t, r.outputs["message"], line)
+	}
+}
+
+// kube-scheduler really places pods by the kwok Nodes' capacity: a node asking for more GPUs
+// than any Node has stays Pending, Unschedulable; the step is then interrupted, as a pipeline
+// engine would on cancel, and deletes its TrainJob.
+func TestStepAskingForMoreGPUsThanAnyNodeStaysUnschedulable(t *testing.T) {
+	ns := stack.Namespace(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "step.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`
+framework: torch
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: %d}
+  func: |
+    def train():
+        pass
+timeout: 5m
+`, realstack.NodeGPUs*2)), 0o644))
+	cmd := exec.CommandContext(t.Context(), bin, "run", "--namespace", ns, "-f", file, "--output-dir", filepath.Join(dir, "out"))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	require.NoError(t, cmd.Start())
+
+	var msg string
+	require.Eventually(t, func() bool {
+		pods := &corev1.PodList{}
+		if err := stack.Client.List(t.Context(), pods, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+					msg = c.Message
+					return true
+				}
+			}
+		}
+		return false
+	}, timeout, interval, "no pod was found Unschedulable")
+	assert.Contains(t, msg, "Insufficient nvidia.com/gpu")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, stderr.String())
+	assert.Equal(t, cli.ExitInterrupts, ee.ExitCode(), stderr.String())
+	assert.Contains(t, stderr.String(), "deleted TrainJob")
+}
