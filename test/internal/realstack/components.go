@@ -103,8 +103,11 @@ func (s *Stack) installWebhooks(ctx context.Context, file string, port int, rena
 	ca := base64.StdEncoding.EncodeToString(s.pki.caPEM)
 	for _, o := range objs {
 		whs, ok, err := unstructured.NestedSlice(o.Object, "webhooks")
-		if err != nil || !ok {
-			return fmt.Errorf("%s %s has no webhooks (%v)", o.GetKind(), o.GetName(), err)
+		if err != nil {
+			return fmt.Errorf("reading the webhooks of %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		if !ok {
+			return fmt.Errorf("%s %s has no webhooks", o.GetKind(), o.GetName())
 		}
 		for i, w := range whs {
 			wh := w.(map[string]any)
@@ -290,7 +293,7 @@ func (s *Stack) Namespace(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := s.Client.Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
+		if err := client.IgnoreNotFound(s.Client.Delete(ctx, ns)); err != nil {
 			t.Errorf("deleting namespace %s: %v", ns.Name, err)
 		}
 	})

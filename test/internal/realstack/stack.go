@@ -28,17 +28,17 @@ import (
 	"testing"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
 )
 
 // Waits on the stack poll with these bounds. StartTimeout bounds the whole start: about 30 s on an
@@ -142,12 +142,12 @@ func Start(ctx context.Context) (_ *Stack, err error) {
 			// A process that died is often the cause even when another one was being waited on.
 			for _, p := range s.procs {
 				if exitErr := p.exitErr(); exitErr != nil && !strings.Contains(err.Error(), p.logPath) {
-					err = fmt.Errorf("%w\n%v\n%s", err, exitErr, p.tail())
+					err = fmt.Errorf("%w\n%w\n%s", err, exitErr, p.tail())
 				}
 			}
 			s.KeepLogs = true // the error points at them
 			if stopErr := s.Stop(); stopErr != nil {
-				err = fmt.Errorf("%w (and stopping: %v)", err, stopErr)
+				err = fmt.Errorf("%w (and stopping: %w)", err, stopErr)
 			}
 			err = fmt.Errorf("%w\n(all logs in %s)", err, s.LogDir)
 		}
@@ -237,17 +237,14 @@ func waitFor(ctx context.Context, p *process, what string, cond func(ctx context
 			}
 		}
 		ok, err := cond(ctx)
-		if err != nil {
-			last = err
-			return false, nil
-		}
-		return ok, nil
+		last = err
+		return ok && err == nil, nil // an error is the condition's "not yet, and why": wait on
 	})
 	if err == nil {
 		return nil
 	}
 	if last != nil {
-		err = fmt.Errorf("%w (last error: %v)", err, last)
+		err = fmt.Errorf("%w (last error: %w)", err, last)
 	}
 	tail := ""
 	if p != nil {
@@ -277,12 +274,12 @@ func freePorts(n int) ([]int, error) {
 
 func (s *Stack) startEtcd(ctx context.Context, port, peer int) error {
 	k8sDir, _ := AssetDirs()
-	client := fmt.Sprintf("http://127.0.0.1:%d", port)
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", port)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
 	p, err := s.start("etcd", filepath.Join(k8sDir, "etcd"), nil,
 		"--name=realstack",
 		"--data-dir="+filepath.Join(s.dir, "etcd"),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=realstack="+peerURL,
 		"--unsafe-no-fsync", // a test cluster: durability is not wanted, speed is
@@ -291,12 +288,12 @@ func (s *Stack) startEtcd(ctx context.Context, port, peer int) error {
 		return err
 	}
 	return waitFor(ctx, p, "etcd", func(ctx context.Context) (bool, error) {
-		return httpOK(ctx, http.DefaultClient, client+"/health")
+		return httpOK(ctx, http.DefaultClient, clientURL+"/health")
 	})
 }
 
 func httpOK(ctx context.Context, c *http.Client, url string) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return false, err
 	}
@@ -357,11 +354,8 @@ func (s *Stack) startAPIServer(ctx context.Context, k8sDir string, etcdPort, por
 	if err := writeKubeconfig(s.Kubeconfig, s.Config); err != nil {
 		return err
 	}
-	s.Scheme = runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(s.Scheme); err != nil {
-			return err
-		}
+	if s.Scheme, err = trainjob.NewScheme(apiextensionsv1.AddToScheme); err != nil {
+		return err
 	}
 	hc, err := rest.HTTPClientFor(s.Config)
 	if err != nil {
@@ -517,7 +511,7 @@ spec:
 				return false, err
 			}
 			if !nodeReady(n) {
-				return false, fmt.Errorf("Node %s is not Ready", name)
+				return false, fmt.Errorf("node %s is not Ready", name)
 			}
 			// The TaintNodesByCondition admission plugin adds not-ready at creation and only the
 			// node-lifecycle controller, not running here, would take it off.
