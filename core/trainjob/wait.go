@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,6 +23,9 @@ import (
 // ErrDeleted means the TrainJob went away while the step waited for it.
 var ErrDeleted = errors.New("the TrainJob was deleted before it finished")
 
+// ErrForbidden means the caller may not read what following a TrainJob needs.
+var ErrForbidden = errors.New("forbidden")
+
 // TailLines is how much of a failing node's log goes into the failure message.
 const TailLines = 20
 
@@ -36,20 +39,32 @@ type Waiter struct {
 
 // WaitOptions shape one wait.
 type WaitOptions struct {
-	// Timeout counts from the TrainJob's creation, so a restarted step keeps its deadline.
+	// Timeout counts from Since (else the TrainJob's creation), so a restarted step keeps its
+	// deadline.
 	Timeout time.Duration
+	// StartTimeout fails the step, with the cause, when the TrainJob is not running by then.
+	StartTimeout time.Duration
 	// KeepOnTimeout leaves the TrainJob in place when the timeout passes.
 	KeepOnTimeout bool
+	// Since is when the deadlines start: the TrainJob's creation, which the caller knows from
+	// Submit. With it the deadline is armed before the watches sync, so a watch that never syncs
+	// cannot outlive it.
+	Since time.Time
 	// OnChange is called with each new observation (phase, node count or message changed).
 	OnChange func(Observation)
 }
 
+func (o WaitOptions) deadlines() Deadlines {
+	return Deadlines{Timeout: o.Timeout, StartTimeout: o.StartTimeout, KeepOnTimeout: o.KeepOnTimeout, Since: o.Since}
+}
+
 // Wait returns the terminal observation: Succeeded, Failed (with the failing node's log tail) or
 // TimedOut (the TrainJob deleted unless kept). An error means the wait itself failed: the caller
-// went away, the job was deleted, or the apiserver could not be read.
+// went away, the job was deleted, the apiserver could not be read, or the caller may not watch
+// what a wait needs (a 403 ends the wait at once, naming the permission).
 func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOptions) (Observation, error) {
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	changed := make(chan struct{}, 1)
 	notify := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { poke(changed) },
@@ -65,18 +80,57 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 	events := cache.NewSharedIndexInformer(listWatch(w.Client, &corev1.EventList{}, namespace, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.Set{"involvedObject.kind": trainer.TrainJobKind, "involvedObject.name": name}.String()
 	}), &corev1.Event{}, 0, cache.Indexers{})
-	for _, inf := range []cache.SharedIndexInformer{jobs, pods, events} {
+	for what, inf := range map[string]cache.SharedIndexInformer{"trainjobs": jobs, "pods": pods, "events": events} {
 		if _, err := inf.AddEventHandler(notify); err != nil {
 			return Observation{}, fmt.Errorf("watching TrainJob %s/%s: %w", namespace, name, err)
 		}
+		// A list the caller may not make is retried forever by the reflector: end the wait instead.
+		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+			if apierrors.IsForbidden(err) {
+				stop(fmt.Errorf("%w: following a TrainJob needs get, list and watch on %s in namespace %s: %w", ErrForbidden, what, namespace, err))
+			}
+		})
 		go inf.RunWithContext(ctx)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, pods.HasSynced, events.HasSynced) {
-		return Observation{}, fmt.Errorf("watching TrainJob %s/%s: %w", namespace, name, context.Cause(ctx))
+	d := opts.deadlines()
+	// The deadline is armed before the caches sync (when the caller knows when it starts).
+	var timer *time.Timer
+	wake := func(at time.Time) <-chan time.Time {
+		if timer != nil {
+			timer.Stop()
+		}
+		if at.IsZero() {
+			return nil
+		}
+		timer = time.NewTimer(max(at.Sub(w.now()), 0))
+		return timer.C
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var deadline <-chan time.Time
+	if !d.Since.IsZero() && d.Timeout > 0 {
+		deadline = wake(d.Since.Add(d.Timeout))
+	}
+	synced := make(chan bool, 1)
+	go func() { synced <- cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, pods.HasSynced, events.HasSynced) }()
+	select {
+	case ok := <-synced:
+		if !ok {
+			return Observation{}, fmt.Errorf("watching TrainJob %s/%s: %w", namespace, name, context.Cause(ctx))
+		}
+	case <-deadline:
+		// The watches never synced: decide from the apiserver's word alone.
+		tj := &trainer.TrainJob{}
+		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, tj); err != nil {
+			return Observation{}, fmt.Errorf("the step's timeout passed while its watches were still syncing, and reading TrainJob %s/%s failed: %w", namespace, name, err)
+		}
+		return w.act(ctx, Decide(Snapshot{TrainJob: tj, Now: w.now()}, d))
 	}
 
 	var last Observation
-	var deadline <-chan time.Time
 	for {
 		obj, exists, err := jobs.GetStore().GetByKey(namespace + "/" + name)
 		if err != nil {
@@ -85,28 +139,37 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 		if !exists {
 			return last, fmt.Errorf("waiting for TrainJob %s/%s: %w", namespace, name, ErrDeleted)
 		}
-		tj := obj.(*trainer.TrainJob)
-		obs := Observe(tj, listOf[corev1.Pod](pods.GetStore())).WithEvents(listOf[corev1.Event](events.GetStore()))
-		if deadline == nil && opts.Timeout > 0 {
-			left := tj.CreationTimestamp.Add(opts.Timeout).Sub(w.now())
-			timer := time.NewTimer(max(left, 0))
-			defer timer.Stop() //nolint:gocritic // deferInLoop: armed once, guarded by deadline == nil
-			deadline = timer.C
+		v := Decide(Snapshot{
+			TrainJob: obj.(*trainer.TrainJob),
+			Pods:     listOf[corev1.Pod](pods.GetStore()),
+			Events:   listOf[corev1.Event](events.GetStore()),
+			Now:      w.now(),
+		}, d)
+		if v.Phase.Terminal() {
+			obs, err := w.act(ctx, v)
+			if opts.OnChange != nil && err == nil {
+				opts.OnChange(obs)
+			}
+			return obs, err
 		}
-		if obs.Phase == PhaseFailed {
-			obs = w.withTail(ctx, obs)
+		if changedEnough(last, v.Observation) {
+			obs := v.Observation
+			if v.TailPod != "" && v.TailPod != last.FailedPod {
+				// A node failed and its Job retries it: say why now, not at the very end.
+				obs = w.tailer().WithTail(ctx, v)
+			}
+			if opts.OnChange != nil {
+				opts.OnChange(obs)
+			}
 		}
-		if changedEnough(last, obs) && opts.OnChange != nil {
-			opts.OnChange(obs)
+		last = v.Observation
+		if v.TailPod != "" {
+			last.FailedPod = v.TailPod
 		}
-		last = obs
-		if obs.Phase.Terminal() {
-			return obs, nil
-		}
+		deadline = wake(v.Wake)
 		select {
 		case <-changed:
 		case <-deadline:
-			return w.timedOut(ctx, tj, obs, opts)
 		case <-ctx.Done():
 			return last, fmt.Errorf("waiting for TrainJob %s/%s: %w", namespace, name, context.Cause(ctx))
 		}
@@ -120,50 +183,19 @@ func (w *Waiter) now() time.Time {
 	return w.Clock.Now()
 }
 
-func (w *Waiter) withTail(ctx context.Context, obs Observation) Observation {
-	if w.Logs == nil {
-		return obs
-	}
-	if obs.FailedPod == "" {
-		// The pod watch may trail the TrainJob's: ask the apiserver once.
-		pods := &corev1.PodList{}
-		if err := w.Client.List(ctx, pods, client.InNamespace(obs.Namespace), client.MatchingLabels{LabelJobSetName: obs.Name}); err == nil {
-			if nodes := TrainerPods(pods.Items, obs.Name); len(nodes) > 0 {
-				obs.FailedPod = failedPod(nodes)
-			}
+func (w *Waiter) tailer() Tailer { return Tailer{Logs: w.Logs, Pods: w.Client} }
+
+// act carries out a terminal verdict: the log tail of a failure, the delete a deadline asks for.
+func (w *Waiter) act(ctx context.Context, v Verdict) (Observation, error) {
+	obs := w.tailer().WithTail(ctx, v)
+	if v.Delete {
+		if err := DeleteWithRetry(ctx, w.Client, obs.Namespace, obs.Name); err != nil {
+			return obs, err
+		}
+		if obs.Phase == PhaseTimedOut {
+			obs.Message += "; it was deleted"
 		}
 	}
-	if obs.FailedPod == "" {
-		obs.Message += "\n(no log tail: the TrainJob has no trainer pods)"
-		return obs
-	}
-	tail, err := w.Logs.Tail(ctx, obs.Namespace, obs.FailedPod, NodeContainer, TailLines)
-	if err != nil {
-		obs.Message += fmt.Sprintf("\n(no log tail: %v)", err)
-		return obs
-	}
-	if strings.TrimSpace(tail) == "" {
-		obs.Message += fmt.Sprintf("\n(no log tail: pod %s printed nothing)", obs.FailedPod)
-		return obs
-	}
-	return obs.WithLogTail(obs.FailedPod, tail)
-}
-
-// timedOut ends a step whose timeout passed: the TrainJob is deleted (its JobSet and pods go with
-// it) unless the step keeps it.
-func (w *Waiter) timedOut(ctx context.Context, tj *trainer.TrainJob, obs Observation, opts WaitOptions) (Observation, error) {
-	obs.Phase, obs.Reason = PhaseTimedOut, "Timeout"
-	obs.Message = fmt.Sprintf("TrainJob %s did not finish within %s", tj.Name, opts.Timeout)
-	now := w.now()
-	obs.CompletionTime = &now
-	if opts.KeepOnTimeout {
-		obs.Message += "; it was kept (keepOnTimeout) and may still be running"
-		return obs, nil
-	}
-	if err := Delete(ctx, w.Client, tj.Namespace, tj.Name); err != nil {
-		return obs, err
-	}
-	obs.Message += "; it was deleted"
 	return obs, nil
 }
 

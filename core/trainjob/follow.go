@@ -1,0 +1,167 @@
+package trainjob
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// This file is the one follow policy: how every face (the CLI's Waiter, the Argo plugin, the
+// Tekton reconciler) turns what it has read of a TrainJob into what the step reports and does.
+// The faces differ only in how they read (a watch, a cache, a held call) and how they answer.
+
+// Reasons the policy gives when a deadline, not the Trainer, ends a step.
+const (
+	ReasonTimeout      = "Timeout"
+	ReasonStartTimeout = "StartTimeout"
+)
+
+// Deadlines bound a step. Both count from Since, else from the TrainJob's creation, so a
+// restarted face keeps the deadline it had.
+type Deadlines struct {
+	// Timeout bounds the whole step; 0 is none.
+	Timeout time.Duration
+	// StartTimeout fails a step whose TrainJob is not running by then (a pod that cannot be
+	// scheduled or pulled, nodes that keep failing), with the cause; 0 is none.
+	StartTimeout time.Duration
+	// KeepOnTimeout leaves the TrainJob in place when Timeout passes.
+	KeepOnTimeout bool
+	// Since is when the deadlines start; zero means the TrainJob's creation.
+	Since time.Time
+}
+
+// Snapshot is what a face has read of one TrainJob, from a watch, a cache or the apiserver.
+type Snapshot struct {
+	TrainJob *trainer.TrainJob
+	// Pods are the TrainJob's JobSet pods (label jobset.sigs.k8s.io/jobset-name); extra pods are
+	// ignored.
+	Pods []corev1.Pod
+	// Events are Events about the TrainJob; others are ignored.
+	Events []corev1.Event
+	Now    time.Time
+}
+
+// Verdict is what the policy makes of a snapshot.
+type Verdict struct {
+	Observation
+	// Delete says the face must delete the TrainJob: a deadline passed and it may still run.
+	Delete bool
+	// TailPod is the pod whose log tail belongs in the message: the failing node of a failed
+	// job, or the newest failure of a node its Job is retrying.
+	TailPod string
+	// Wake is when to look again though nothing changed: the next deadline. Zero is never.
+	Wake time.Time
+}
+
+// Decide applies the policy to one snapshot. It is pure: the faces do the reading, the log
+// tail (Tailer) and the delete. The outcome is read before any deadline is checked, so a
+// TrainJob that finished before its deadline is reported as it finished, however late the face
+// looks (a queue backlog, a restart, a leader change).
+func Decide(s Snapshot, d Deadlines) Verdict {
+	tj := s.TrainJob
+	obs := Observe(tj, s.Pods).WithEvents(s.Events)
+	trouble := podTrouble(s.Pods, tj.Name)
+	since := d.Since
+	if since.IsZero() {
+		since = tj.CreationTimestamp.Time
+	}
+	var timeout, start time.Time
+	if d.Timeout > 0 {
+		timeout = since.Add(d.Timeout)
+	}
+	if d.StartTimeout > 0 {
+		start = since.Add(d.StartTimeout)
+	}
+	v := Verdict{Observation: obs}
+
+	if obs.Phase.Terminal() {
+		if obs.Phase == PhaseFailed {
+			v.TailPod = obs.FailedPod
+		}
+		if !timeout.IsZero() && obs.CompletionTime != nil && obs.CompletionTime.After(timeout) {
+			// It ended, but after the step's deadline: the step timed out. Nothing is left to stop.
+			v.Observation = timedOut(obs, s.Now, fmt.Sprintf("TrainJob %s finished at %s, after the step's timeout of %s",
+				tj.Name, obs.CompletionTime.UTC().Format(time.RFC3339), d.Timeout))
+			v.TailPod = ""
+		}
+		return v
+	}
+	if !timeout.IsZero() && !s.Now.Before(timeout) {
+		v.Observation = timedOut(obs, s.Now, fmt.Sprintf("TrainJob %s did not finish within %s", tj.Name, d.Timeout))
+		v.Delete = !d.KeepOnTimeout
+		if d.KeepOnTimeout {
+			v.Message += "; it was kept (keepOnTimeout) and may still be running"
+		}
+		return v
+	}
+	if len(trouble.Lines) > 0 && obs.Phase != PhaseRunning {
+		v.Message += "; " + strings.Join(trouble.Lines, "; ")
+		v.TailPod = trouble.Retrying
+	}
+	// A Suspended job is held on purpose (Kueue, spec.suspend): it is not failing to start.
+	if !start.IsZero() && obs.Phase == PhasePending {
+		if !s.Now.Before(start) {
+			v.Phase, v.Reason = PhaseFailed, ReasonStartTimeout
+			v.Message = fmt.Sprintf("TrainJob %s did not start within %s (startTimeout); it was deleted. %s", tj.Name, d.StartTimeout, v.Message)
+			now := s.Now
+			v.CompletionTime = &now
+			v.Delete = true
+			return v
+		}
+		v.Wake = start
+	}
+	if !timeout.IsZero() && (v.Wake.IsZero() || timeout.Before(v.Wake)) {
+		v.Wake = timeout
+	}
+	return v
+}
+
+func timedOut(obs Observation, now time.Time, msg string) Observation {
+	obs.Phase, obs.Reason, obs.Message = PhaseTimedOut, ReasonTimeout, msg
+	obs.CompletionTime = &now
+	obs.LogTail, obs.FailedPod = "", ""
+	return obs
+}
+
+// Tailer adds a pod's log tail to a verdict's message: the part of following that reads logs.
+type Tailer struct {
+	Logs LogSource
+	// Pods lists a TrainJob's pods from the apiserver when the snapshot had none to blame: the
+	// pod watch may trail the TrainJob's.
+	Pods client.Reader
+}
+
+// WithTail returns the verdict's observation with the tail of v.TailPod (or, for a failure with
+// no pod known, of the TrainJob's first failed trainer pod) in its message.
+func (t Tailer) WithTail(ctx context.Context, v Verdict) Observation {
+	obs := v.Observation
+	pod := v.TailPod
+	if t.Logs == nil || (pod == "" && obs.Phase != PhaseFailed) {
+		return obs
+	}
+	if pod == "" && t.Pods != nil {
+		pods := &corev1.PodList{}
+		if err := t.Pods.List(ctx, pods, client.InNamespace(obs.Namespace), client.MatchingLabels{LabelJobSetName: obs.Name}); err == nil {
+			pod = failedPod(TrainerPods(pods.Items, obs.Name))
+		}
+	}
+	if pod == "" {
+		obs.Message += "\n(no log tail: the TrainJob has no trainer pods)"
+		return obs
+	}
+	tail, err := t.Logs.Tail(ctx, obs.Namespace, pod, NodeContainer, TailLines)
+	switch {
+	case err != nil:
+		obs.Message += fmt.Sprintf("\n(no log tail: %v)", err)
+		return obs
+	case strings.TrimSpace(tail) == "":
+		obs.Message += fmt.Sprintf("\n(no log tail: pod %s printed nothing)", pod)
+		return obs
+	}
+	return obs.WithLogTail(pod, tail)
+}
