@@ -23,9 +23,6 @@ import (
 // ErrDeleted means the TrainJob went away while the step waited for it.
 var ErrDeleted = errors.New("the TrainJob was deleted before it finished")
 
-// TailLines is how much of a failing node's log goes into the failure message.
-const TailLines = 20
-
 // Waiter follows one TrainJob and its pods with watches (informers, so a 410 Gone relists and
 // resumes) until it is terminal. It never polls.
 type Waiter struct {
