@@ -247,7 +247,7 @@ func explain(err error, sources []source) error {
 	}
 	out := &invalidParamsError{}
 	for _, fe := range ie.Errs {
-		out.problems = append(out.problems, fmt.Sprintf("%s: %s", paramFor(fe, sources), fe.Error()))
+		out.problems = append(out.problems, fmt.Sprintf("%s: %s", paramFor(fe, sources), step.ErrorText(fe)))
 	}
 	return out
 }
