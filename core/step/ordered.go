@@ -144,6 +144,7 @@ func orderedValue(dec *json.Decoder) (any, error) {
 		switch t {
 		case '{':
 			obj := Object{}
+			seen := map[string]bool{}
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
@@ -153,6 +154,10 @@ func orderedValue(dec *json.Decoder) (any, error) {
 				if !ok {
 					return nil, fmt.Errorf("object key %v is not a string", kt)
 				}
+				if seen[k] {
+					return nil, fmt.Errorf("key %q is set twice; keep one", k)
+				}
+				seen[k] = true
 				v, err := orderedValue(dec)
 				if err != nil {
 					return nil, err

@@ -56,8 +56,13 @@ func writePy(b *strings.Builder, v any) error {
 	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
 		fmt.Fprintf(b, "%d", x)
 	case step.Object:
+		seen := make(map[string]bool, len(x))
 		b.WriteByte('{')
 		for i, m := range x {
+			if seen[m.Key] {
+				return fmt.Errorf("key %q is set twice; a Python dict keeps only the last", m.Key)
+			}
+			seen[m.Key] = true
 			if i > 0 {
 				b.WriteString(", ")
 			}
