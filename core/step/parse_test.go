@@ -158,6 +158,11 @@ func TestEnvRoundTrips(t *testing.T) {
 	empty, err := Parse([]byte("framework: torch\ntrainer: {}\nruntimeConfig: {env: {}}\n"))
 	require.NoError(t, err)
 	assert.NotNil(t, empty.RuntimeConfig.Env, "a set, empty env still replaces the trainer's")
+	b, err = json.Marshal(empty)
+	require.NoError(t, err)
+	emptyAgain, err := Parse(b)
+	require.NoError(t, err)
+	assert.NotNil(t, emptyAgain.RuntimeConfig.Env, "and stays set through JSON: %s", b)
 }
 
 func TestTrainerFieldsStayRaw(t *testing.T) {

@@ -42,7 +42,7 @@ type RuntimeRef struct {
 type RuntimeConfig struct {
 	PackagesToInstall []string `json:"packagesToInstall,omitempty"`
 	PipIndexUrls      []string `json:"pipIndexUrls,omitempty"`
-	Env               Env      `json:"env,omitempty"`
+	Env               Env      `json:"env,omitzero"`
 }
 
 // Initializer describes the dataset and model initializers of the runtime.
@@ -54,7 +54,7 @@ type Initializer struct {
 // StorageInitializer downloads a dataset or model before training starts.
 type StorageInitializer struct {
 	StorageURI string `json:"storageUri,omitempty"`
-	Env        Env    `json:"env,omitempty"`
+	Env        Env    `json:"env,omitzero"`
 	// SecretRef names a Secret in the step's namespace whose keys become the initializer's env.
 	SecretRef string `json:"secretRef,omitempty"`
 }

@@ -16,8 +16,11 @@ import (
 )
 
 // maxJSON bounds what a step may expand to; YAML aliases can otherwise turn a few lines into
-// gigabytes ("billion laughs").
-const maxJSON = 8 << 20
+// gigabytes ("billion laughs"). maxDepth bounds nesting, as encoding/json does.
+const (
+	maxJSON  = 8 << 20
+	maxDepth = 1000
+)
 
 var (
 	yamlFloat   = regexp.MustCompile(`^([-+]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([-+]?[0-9]+))?$`)
@@ -55,7 +58,7 @@ func toJSON(data []byte) ([]byte, field.ErrorList) {
 		}
 		return nil, field.ErrorList{field.Invalid(nil, "---", fmt.Sprintf("line %d: a second YAML document; a file holds one step, so remove the --- and what follows", line))}
 	}
-	w := &jsonWriter{}
+	w := &jsonWriter{active: map[*yaml.Node]bool{}}
 	w.node(&doc, nil)
 	if len(w.errs) > 0 {
 		return nil, w.errs
@@ -122,8 +125,10 @@ func keyPathAt(lines []string, line int) *field.Path {
 }
 
 type jsonWriter struct {
-	b    bytes.Buffer
-	errs field.ErrorList
+	b      bytes.Buffer
+	errs   field.ErrorList
+	depth  int
+	active map[*yaml.Node]bool // anchors being expanded: an alias to one of them is a cycle
 }
 
 func (w *jsonWriter) fail(p *field.Path, value any, n *yaml.Node, detail string) {
@@ -132,12 +137,14 @@ func (w *jsonWriter) fail(p *field.Path, value any, n *yaml.Node, detail string)
 }
 
 func (w *jsonWriter) node(n *yaml.Node, p *field.Path) {
-	if w.b.Len() > maxJSON {
+	if w.b.Len() > maxJSON || w.depth > maxDepth {
 		if len(w.errs) == 0 {
-			w.fail(p, "", n, fmt.Sprintf("the step expands to more than %d bytes (YAML aliases?); write it out", maxJSON))
+			w.fail(p, "", n, fmt.Sprintf("the step expands to more than %d bytes or %d levels (YAML aliases?); write it out", maxJSON, maxDepth))
 		}
 		return
 	}
+	w.depth++
+	defer func() { w.depth-- }()
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
@@ -146,7 +153,13 @@ func (w *jsonWriter) node(n *yaml.Node, p *field.Path) {
 		}
 		w.node(n.Content[0], p)
 	case yaml.AliasNode:
+		if w.active[n.Alias] {
+			w.fail(p, "*"+n.Value, n, "the alias refers to a value that contains it; YAML cannot nest a value in itself")
+			return
+		}
+		w.active[n.Alias] = true
 		w.node(n.Alias, p)
+		delete(w.active, n.Alias)
 	case yaml.SequenceNode:
 		w.b.WriteByte('[')
 		for i, e := range n.Content {
@@ -219,8 +232,17 @@ func (w *jsonWriter) mapping(n *yaml.Node, p *field.Path) {
 // ones win).
 func (w *jsonWriter) mergeSources(v *yaml.Node, p *field.Path) []member {
 	for v.Kind == yaml.AliasNode {
+		if w.active[v.Alias] {
+			w.errs = append(w.errs, field.Invalid(child(p, "<<"), "*"+v.Value, fmt.Sprintf("line %d: the merge refers to a mapping that contains it", v.Line)))
+			return nil
+		}
 		v = v.Alias
 	}
+	if w.active[v] {
+		return nil
+	}
+	w.active[v] = true
+	defer delete(w.active, v)
 	var out []member
 	switch v.Kind {
 	case yaml.MappingNode:

@@ -46,7 +46,7 @@ type Common struct {
 	NumNodes         *int32         `json:"numNodes,omitempty"`
 	ResourcesPerNode map[string]any `json:"resourcesPerNode,omitempty"`
 	Image            string         `json:"image,omitempty"`
-	Env              step.Env       `json:"env,omitempty"`
+	Env              step.Env       `json:"env,omitzero"`
 }
 
 func (c *Common) validate() field.ErrorList {
