@@ -37,7 +37,7 @@ func TestParseStrict(t *testing.T) {
 		},
 		"duplicate key": {
 			yaml:    "framework: torch\nframework: jax\ntrainer: {}\n",
-			wantErr: []string{"framework", "set twice"},
+			wantErr: []string{"framework", "already set on line 1"},
 		},
 		"not yaml": {yaml: "framework: [\n", wantErr: []string{"not valid YAML"}},
 		"empty":    {yaml: "", wantErr: []string{"empty"}},
@@ -67,15 +67,15 @@ func TestParseErrorsNameLineKeyAndFix(t *testing.T) {
 	}{
 		"duplicate top-level key": {
 			doc:  "framework: torch\ntrainer: {}\nframework: jax\n",
-			want: `invalid training step: framework: Invalid value: "framework": line 3: set twice (first on line 1); keep one`,
+			want: `invalid training step: framework: Invalid value: "framework": line 3: already set on line 1; keep one`,
 		},
 		"duplicate nested key": {
 			doc:  "framework: torch\ntrainer:\n  funcArgs:\n    lr: 1\n    lr: 2\n",
-			want: `invalid training step: trainer.funcArgs.lr: Invalid value: "lr": line 5: set twice (first on line 4); keep one`,
+			want: `invalid training step: trainer.funcArgs.lr: Invalid value: "lr": line 5: already set on line 4; keep one`,
 		},
 		"duplicate key in JSON": {
 			doc:  "{\"framework\": \"torch\",\n \"trainer\": {\"numNodes\": 1,\n \"numNodes\": 2}}",
-			want: `invalid training step: trainer.numNodes: Invalid value: "numNodes": line 3: set twice (first on line 2); keep one`,
+			want: `invalid training step: trainer.numNodes: Invalid value: "numNodes": line 3: already set on line 2; keep one`,
 		},
 		"infinity": {
 			doc: "framework: torch\ntrainer:\n  funcArgs: {lr: .inf}\n",

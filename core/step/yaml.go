@@ -27,6 +27,13 @@ var (
 	yamlLineErr = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 )
 
+// YAMLToJSON is the conversion Parse starts with, for faces that assemble a step from YAML
+// pieces: keys in order, numbers as written. Bad input is an InvalidError.
+func YAMLToJSON(data []byte) ([]byte, error) {
+	js, errs := toJSON(data)
+	return js, Invalid(errs)
+}
+
 // toJSON turns a step written in YAML or JSON into JSON that keeps what the user wrote: keys in
 // their order, numbers as their literal text (so 2.0 stays a float and a 30-digit integer stays
 // exact). Duplicate keys, infinities, NaN and syntax errors are refused on the user's path, with
@@ -203,7 +210,7 @@ func (w *jsonWriter) mapping(n *yaml.Node, p *field.Path) {
 		}
 		if line, dup := first[k.Value]; dup {
 			w.errs = append(w.errs, field.Invalid(child(p, k.Value), k.Value,
-				fmt.Sprintf("line %d: set twice (first on line %d); keep one", k.Line, line)))
+				fmt.Sprintf("line %d: already set on line %d; keep one", k.Line, line)))
 			continue
 		}
 		first[k.Value] = k.Line
@@ -406,7 +413,7 @@ func jsonDuplicates(data []byte) field.ErrorList {
 				f := stack[len(stack)-1]
 				line := lineAt(dec.InputOffset())
 				if first, dup := f.seen[t]; dup {
-					errs = append(errs, field.Invalid(child(f.path, t), t, fmt.Sprintf("line %d: set twice (first on line %d); keep one", line, first)))
+					errs = append(errs, field.Invalid(child(f.path, t), t, fmt.Sprintf("line %d: already set on line %d; keep one", line, first)))
 				} else {
 					f.seen[t] = line
 				}

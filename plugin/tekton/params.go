@@ -1,6 +1,7 @@
 package tekton
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
@@ -44,7 +44,7 @@ func specFromRun(run *v1beta1.CustomRun) (*step.Spec, []source, error) {
 	var sources []source
 	var problems []string
 	if cs := run.Spec.CustomSpec; cs != nil && len(cs.Spec.Raw) > 0 {
-		if err := json.Unmarshal(cs.Spec.Raw, &doc); err != nil || doc == nil {
+		if err := decodeNumbers(cs.Spec.Raw, &doc); err != nil || doc == nil {
 			problems = append(problems, fmt.Sprintf("customSpec.spec: must be a step object: %v", err))
 			doc = map[string]any{}
 		}
@@ -100,15 +100,22 @@ func stepDocument(v v1beta1.ParamValue) (map[string]any, error) {
 	case v1beta1.ParamTypeArray:
 		return nil, fmt.Errorf("must be a string holding the step as YAML or JSON, not an array")
 	}
-	js, err := yaml.YAMLToJSONStrict([]byte(v.StringVal))
+	js, err := step.YAMLToJSON([]byte(v.StringVal))
 	if err != nil {
-		return nil, fmt.Errorf("is not valid YAML or JSON: %w", err)
+		return nil, err // names the line and says "not valid YAML or JSON"
 	}
 	doc := map[string]any{}
-	if err := json.Unmarshal(js, &doc); err != nil {
+	if err := decodeNumbers(js, &doc); err != nil {
 		return nil, fmt.Errorf("must hold a step object (framework, trainer, …): %w", err)
 	}
 	return doc, nil
+}
+
+// decodeNumbers decodes JSON keeping numbers as written (json.Number): 2.0 stays a float.
+func decodeNumbers(js []byte, out *map[string]any) error {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	return dec.Decode(out)
 }
 
 var pathSegment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)

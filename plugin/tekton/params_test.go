@@ -115,3 +115,28 @@ func TestTruncateKeepsTheTail(t *testing.T) {
 	assert.Contains(t, got, "RuntimeError: the end")
 	assert.Equal(t, "short", truncate("short"))
 }
+
+// The step param and customSpec are YAML or JSON like a step file: numbers keep their literal
+// text, so 2.0 reaches the function as a float and big integers stay exact.
+func TestSpecFromRunKeepsNumberLiterals(t *testing.T) {
+	const want = `"funcArgs":{"big":123456789012345678901234567890,"lr":2.0,"z":-0.0}`
+	t.Run("step param", func(t *testing.T) {
+		s, _, err := specFromRun(mustRun(t, `spec:
+  params:
+  - name: step
+    value: |
+      framework: jax
+      trainer: {func: "def f(**kw): pass", funcArgs: {lr: 2.0, z: -0.0, big: 123456789012345678901234567890}}`))
+		require.NoError(t, err)
+		assert.Contains(t, string(s.Trainer.Fields), want)
+	})
+	t.Run("customSpec", func(t *testing.T) {
+		run := mustRun(t, "spec:\n  customSpec: {apiVersion: trainstep.dev/v1alpha1, kind: TrainStep, spec: {}}")
+		// As the apiserver hands it over: JSON, numbers as written.
+		run.Spec.CustomSpec.Spec.Raw = []byte(`{"framework": "jax", "trainer": {"func": "def f(**kw): pass",
+			"funcArgs": {"lr": 2.0, "z": -0.0, "big": 123456789012345678901234567890}}}`)
+		s, _, err := specFromRun(run)
+		require.NoError(t, err)
+		assert.Contains(t, string(s.Trainer.Fields), want)
+	})
+}
