@@ -217,6 +217,9 @@ func stringField(path []string) bool {
 		if t == reflect.TypeFor[step.TrainerSpec]() {
 			return i == len(path)-1 && seg == "kind"
 		}
+		if t == reflect.TypeFor[step.Env]() { // NAME: value
+			return i == len(path)-1
+		}
 		switch t.Kind() {
 		case reflect.Struct:
 			f, ok := fieldByJSONName(t, seg)

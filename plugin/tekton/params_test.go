@@ -63,6 +63,14 @@ func TestSpecFromRun(t *testing.T) {
   - {name: labels.c, value: d}`,
 			want: `{"framework":"jax","trainer":{"func":"def f(): pass"},"labels":{"a":"b","c":"d"}}`,
 		},
+		"env values stay strings": {
+			run: `spec:
+  params:
+  - {name: runtimeConfig.env, value: {A: "1"}}
+  - {name: runtimeConfig.env.B, value: "true"}
+  - {name: initializer.model.env.C, value: "2.0"}`,
+			want: `{"trainer":{},"runtimeConfig":{"env":{"A":"1","B":"true"}},"initializer":{"model":{"env":{"C":"2.0"}}}}`,
+		},
 		"trainer kind stays a string": {
 			run: `spec:
   params:
