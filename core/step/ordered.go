@@ -88,6 +88,17 @@ func (o Object) Get(key string) (any, bool) {
 	return nil, false
 }
 
+// Set replaces the value of key where it is, or appends key.
+func (o *Object) Set(key string, v any) {
+	for i := range *o {
+		if (*o)[i].Key == key {
+			(*o)[i].Value = v
+			return
+		}
+	}
+	*o = append(*o, Member{Key: key, Value: v})
+}
+
 // UnmarshalJSON reads a mapping, keeping the order of its keys and the text of its numbers.
 func (o *Object) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))

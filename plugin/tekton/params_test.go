@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
 )
 
@@ -127,7 +128,7 @@ func TestTruncateKeepsTheTail(t *testing.T) {
 // The step param and customSpec are YAML or JSON like a step file: numbers keep their literal
 // text, so 2.0 reaches the function as a float and big integers stay exact.
 func TestSpecFromRunKeepsNumberLiterals(t *testing.T) {
-	const want = `"funcArgs":{"big":123456789012345678901234567890,"lr":2.0,"z":-0.0}`
+	const want = `"funcArgs":{"lr":2.0,"z":-0.0,"big":123456789012345678901234567890}`
 	t.Run("step param", func(t *testing.T) {
 		s, _, err := specFromRun(mustRun(t, `spec:
   params:
@@ -147,4 +148,21 @@ func TestSpecFromRunKeepsNumberLiterals(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, string(s.Trainer.Fields), want)
 	})
+}
+
+// A step param is read like a step file: env and funcArgs keep the order written, so $(ROOT)
+// is defined before $(ROOT)/x uses it, while path params still override.
+func TestSpecFromRunKeepsTheStepParamsOrder(t *testing.T) {
+	s, _, err := specFromRun(mustRun(t, `spec:
+  params:
+  - {name: runtimeConfig.env.ZZ, value: last}
+  - name: step
+    value: |
+      framework: jax
+      trainer: {func: "def f(**kw): pass", funcArgs: {z: 1, a: 2}}
+      runtimeConfig:
+        env: {ROOT: /data, FILE: $(ROOT)/x}`))
+	require.NoError(t, err)
+	assert.Equal(t, step.Env{{Name: "ROOT", Value: "/data"}, {Name: "FILE", Value: "$(ROOT)/x"}, {Name: "ZZ", Value: "last"}}, s.RuntimeConfig.Env)
+	assert.Contains(t, string(s.Trainer.Fields), `"funcArgs":{"z":1,"a":2}`)
 }
