@@ -13,8 +13,9 @@ func TestParseStrict(t *testing.T) {
 		yaml    string
 		wantErr []string // substrings of the error
 	}{
-		"minimal": {yaml: "framework: torch\ntrainer: {func: 'def f(): pass'}\n"},
-		"json":    {yaml: `{"framework":"jax","trainer":{"numNodes":2}}`},
+		"minimal":          {yaml: "framework: torch\ntrainer: {func: 'def f(): pass'}\n"},
+		"json":             {yaml: `{"framework":"jax","trainer":{"numNodes":2}}`},
+		"document markers": {yaml: "---\nframework: torch\ntrainer: {}\n---\n# nothing more\n"},
 		"unknown top-level key with hint": {
 			yaml:    "framwork: torch\ntrainer: {}\n",
 			wantErr: []string{"framwork", `did you mean "framework"?`},

@@ -57,13 +57,18 @@ func toJSON(data []byte) ([]byte, field.ErrorList) {
 		}
 		return nil, field.ErrorList{syntaxError(data, err)}
 	}
-	var next yaml.Node
-	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
-		line := next.Line
+	for {
+		var next yaml.Node
+		err := dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
+			break
+		}
 		if err != nil {
 			return nil, field.ErrorList{syntaxError(data, err)}
 		}
-		return nil, field.ErrorList{field.Invalid(nil, "---", fmt.Sprintf("line %d: a second YAML document; a file holds one step, so remove the --- and what follows", line))}
+		if len(next.Content) > 0 && !(next.Content[0].ShortTag() == "!!null" && next.Content[0].Value == "") {
+			return nil, field.ErrorList{field.Invalid(nil, "---", fmt.Sprintf("line %d: a second YAML document; a file holds one step, so remove the --- and what follows", next.Line))}
+		}
 	}
 	w := &jsonWriter{active: map[*yaml.Node]bool{}}
 	w.node(&doc, nil)
