@@ -23,7 +23,7 @@ const (
 )
 
 var (
-	yamlFloat   = regexp.MustCompile(`^([-+]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([-+]?[0-9]+))?$`)
+	yamlFloat   = regexp.MustCompile(`^([-+]?)(\d*)(?:\.(\d*))?(?:[eE]([-+]?\d+))?$`)
 	yamlLineErr = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 )
 
@@ -66,7 +66,7 @@ func toJSON(data []byte) ([]byte, field.ErrorList) {
 		if err != nil {
 			return nil, field.ErrorList{syntaxError(data, err)}
 		}
-		if len(next.Content) > 0 && !(next.Content[0].ShortTag() == "!!null" && next.Content[0].Value == "") {
+		if c := next.Content; len(c) > 0 && (c[0].ShortTag() != "!!null" || c[0].Value != "") {
 			return nil, field.ErrorList{field.Invalid(nil, "---", fmt.Sprintf("line %d: a second YAML document; a file holds one step, so remove the --- and what follows", next.Line))}
 		}
 	}
@@ -325,7 +325,7 @@ func (w *jsonWriter) scalar(n *yaml.Node, p *field.Path) {
 // literal too large for int64 (YAML calls it a float) stays an integer, unless tagged !!float.
 func jsonNumber(text string, tagged bool) (string, error) {
 	m := yamlFloat.FindStringSubmatch(strings.ReplaceAll(text, "_", ""))
-	if m == nil || (m[2] == "" && m[3] == "") {
+	if len(m) < 5 || (m[2] == "" && m[3] == "") {
 		switch strings.ToLower(strings.TrimLeft(text, "+-")) {
 		case ".inf", ".nan":
 			return "", errors.New(`infinity and NaN have no JSON form, so they cannot be passed on; quote it (".inf") and convert it in Python with float()`)

@@ -110,7 +110,7 @@ func writePy(b *strings.Builder, v any) error {
 	return nil
 }
 
-var jsonNumber = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+var jsonNumber = regexp.MustCompile(`^-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?$`)
 
 // pyNumber spells a JSON number for Python, keeping its kind: an integer literal stays an int of
 // any size, a literal with a fraction or an exponent is a float (2.0 stays 2.0, -0.0 stays -0.0).
