@@ -25,12 +25,15 @@ BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
 GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT := go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 BIN   := bin/executor
+# How long `make fuzz` runs each fuzz test; minimizing a new input is bounded too, or one slow
+# minimization eats the whole budget.
+FUZZTIME ?= 10s
 
 # Each face adds its own asset targets (engine binaries) to TEST_ASSETS in hack/make/<face>.mk.
 TEST_ASSETS := control-plane trainer-modules
 include $(wildcard hack/make/*.mk)
 
-.PHONY: all build image test test-assets test-unit test-integration test-e2e bench lint generate verify control-plane trainer-modules clean
+.PHONY: all build image test test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
 
 all: build
 
@@ -74,6 +77,10 @@ bench: test-assets ## benchmarks side by side; compare runs with benchstat
 	go test -run '^$$' -bench . -benchtime 30x -count 6 ./test/integration/core/ | tee bench.out
 	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) -col /wait bench.out
 	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) -col /submit bench.out
+
+fuzz: ## each fuzz test for FUZZTIME; the checked-in seeds (testdata/fuzz) also run under plain go test
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./core/step/
+	go test -run '^$$' -fuzz '^FuzzPyLiteral$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./core/trainers/
 
 clean:
 	rm -rf bin bench.out

@@ -17,6 +17,8 @@ var (
 	stringType     = reflect.TypeOf("")
 	errBadDuration = errors.New(`must be a duration such as "90m" or "2h", or a number of seconds`)
 	unmarshalerT   = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+	objectType     = reflect.TypeOf(Object(nil))
+	envType        = reflect.TypeOf(Env(nil))
 )
 
 // DecodeStrict decodes JSON into out and reports, against path, every key that out does not
@@ -215,6 +217,9 @@ func lookup(v any, dotted string) any {
 }
 
 func describe(t reflect.Type) string {
+	if t == objectType || t == envType {
+		return "an object (key: value)"
+	}
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"

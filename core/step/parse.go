@@ -6,16 +6,15 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 )
 
 // Parse reads a step from YAML or JSON. Unknown keys, duplicate keys and values of the wrong type
 // are refused by name; nothing about the trainer's own fields is checked here (the registered
 // trainer does that).
 func Parse(data []byte) (*Spec, error) {
-	js, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return nil, Invalid(field.ErrorList{field.Invalid(nil, "", fmt.Sprintf("the step is not valid YAML or JSON: %v", err))})
+	js, errs := toJSON(data)
+	if len(errs) > 0 {
+		return nil, Invalid(errs)
 	}
 	if strings.TrimSpace(string(js)) == "null" {
 		return nil, Invalid(field.ErrorList{field.Required(field.NewPath("trainer"), "the step is empty; see examples/steps for a complete one")})
@@ -35,15 +34,23 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string {
 	if len(e.Errs) == 1 {
-		return "invalid training step: " + e.Errs[0].Error()
+		return "invalid training step: " + ErrorText(e.Errs[0])
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "invalid training step (%d problems):", len(e.Errs))
 	for _, fe := range e.Errs {
 		b.WriteString("\n  - ")
-		b.WriteString(fe.Error())
+		b.WriteString(ErrorText(fe))
 	}
 	return b.String()
+}
+
+// ErrorText is fe.Error() without a "<nil>: " when the problem is the whole step.
+func ErrorText(fe *field.Error) string {
+	if fe.Field == "" || fe.Field == "<nil>" {
+		return fe.ErrorBody()
+	}
+	return fe.Error()
 }
 
 // Invalid wraps a non-empty error list; it returns nil for an empty one.

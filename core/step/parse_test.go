@@ -1,6 +1,7 @@
 package step
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,8 +13,9 @@ func TestParseStrict(t *testing.T) {
 		yaml    string
 		wantErr []string // substrings of the error
 	}{
-		"minimal": {yaml: "framework: torch\ntrainer: {func: 'def f(): pass'}\n"},
-		"json":    {yaml: `{"framework":"jax","trainer":{"numNodes":2}}`},
+		"minimal":          {yaml: "framework: torch\ntrainer: {func: 'def f(): pass'}\n"},
+		"json":             {yaml: `{"framework":"jax","trainer":{"numNodes":2}}`},
+		"document markers": {yaml: "---\nframework: torch\ntrainer: {}\n---\n# nothing more\n"},
 		"unknown top-level key with hint": {
 			yaml:    "framwork: torch\ntrainer: {}\n",
 			wantErr: []string{"framwork", `did you mean "framework"?`},
@@ -36,7 +38,7 @@ func TestParseStrict(t *testing.T) {
 		},
 		"duplicate key": {
 			yaml:    "framework: torch\nframework: jax\ntrainer: {}\n",
-			wantErr: []string{"framework", "already"},
+			wantErr: []string{"framework", "already set on line 1"},
 		},
 		"not yaml": {yaml: "framework: [\n", wantErr: []string{"not valid YAML"}},
 		"empty":    {yaml: "", wantErr: []string{"empty"}},
@@ -56,6 +58,112 @@ func TestParseStrict(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A step that does not parse names the line, the key and the fix, never "<nil>".
+func TestParseErrorsNameLineKeyAndFix(t *testing.T) {
+	cases := map[string]struct {
+		doc  string
+		want string // the whole error
+	}{
+		"duplicate top-level key": {
+			doc:  "framework: torch\ntrainer: {}\nframework: jax\n",
+			want: `invalid training step: framework: Invalid value: "framework": line 3: already set on line 1; keep one`,
+		},
+		"duplicate nested key": {
+			doc:  "framework: torch\ntrainer:\n  funcArgs:\n    lr: 1\n    lr: 2\n",
+			want: `invalid training step: trainer.funcArgs.lr: Invalid value: "lr": line 5: already set on line 4; keep one`,
+		},
+		"duplicate key in JSON": {
+			doc:  "{\"framework\": \"torch\",\n \"trainer\": {\"numNodes\": 1,\n \"numNodes\": 2}}",
+			want: `invalid training step: trainer.numNodes: Invalid value: "numNodes": line 3: already set on line 2; keep one`,
+		},
+		"infinity": {
+			doc: "framework: torch\ntrainer:\n  funcArgs: {lr: .inf}\n",
+			want: `invalid training step: trainer.funcArgs.lr: Invalid value: ".inf": line 3: infinity and NaN have no JSON form, ` +
+				`so they cannot be passed on; quote it (".inf") and convert it in Python with float()`,
+		},
+		"nan in a list": {
+			doc:  "framework: torch\ntrainer:\n  funcArgs:\n    xs: [1, .NaN]\n",
+			want: `invalid training step: trainer.funcArgs.xs[1]: Invalid value: ".NaN": line 4: infinity and NaN`,
+		},
+		"float out of range": {
+			doc:  "framework: torch\ntrainer:\n  funcArgs: {lr: 1e999}\n",
+			want: `invalid training step: trainer.funcArgs.lr: Invalid value: "1e999": line 3: is out of range for a 64-bit float; quote it to pass a string`,
+		},
+		"unclosed flow mapping": {
+			doc: "framework: torch\ntrainer:\n  funcArgs: {lr: 1\n  func: x\n",
+			want: `invalid training step: trainer.funcArgs: Invalid value: "funcArgs: {lr: 1": line 3: not valid YAML or JSON ` +
+				`(did not find expected ',' or '}'); check the quoting, brackets and indentation there and on the line before`,
+		},
+		"tab indentation": {
+			doc:  "framework: torch\ntrainer:\n\tfunc: x\n",
+			want: `line 3: not valid YAML or JSON (found character that cannot start any token); YAML indents with spaces, not tabs`,
+		},
+		"error on the first line": {
+			doc:  "framework: torch: jax\ntrainer: {}\n",
+			want: `invalid training step: framework: Invalid value: "framework: torch: jax": line 1: not valid YAML or JSON (mapping values are not allowed in this context)`,
+		},
+		"env value not a string": {
+			doc:  "framework: torch\ntrainer: {}\nruntimeConfig: {env: {A: 1}}\n",
+			want: `invalid training step: runtimeConfig.env: Invalid value: {"A":1}: must be a string`,
+		},
+		"two documents": {
+			doc:  "framework: torch\ntrainer: {}\n---\nframework: jax\n",
+			want: `invalid training step: Invalid value: "---": line 3: a second YAML document; a file holds one step, so remove the --- and what follows`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc))
+			require.Error(t, err)
+			assert.True(t, IsInvalid(err), "bad input must be an InvalidError: %v", err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "<nil>")
+		})
+	}
+}
+
+// YAML's own spellings arrive as the JSON the trainers decode, in the user's order.
+func TestParseYAMLSpellings(t *testing.T) {
+	s, err := Parse([]byte(`
+framework: torch
+trainer:
+  funcArgs:
+    <<: &base {b: 1, a: 2}
+    hex: 0x1F
+    under: 1_000
+    plus: +1.5
+    dot: .5
+    trail: 1.
+    yes: yes
+    day: 2024-01-02
+    a: 3
+    same: *base
+`))
+	require.NoError(t, err)
+	assert.Equal(t, `{"funcArgs":{"hex":31,"under":1000,"plus":1.5,"dot":0.5,"trail":1.0,"yes":"yes","day":"2024-01-02","a":3,"same":{"b":1,"a":2},"b":1}}`,
+		string(s.Trainer.Fields), "explicit keys win over merged ones (a: 3), which come last")
+}
+
+func TestEnvRoundTrips(t *testing.T) {
+	s, err := Parse([]byte("framework: torch\ntrainer: {}\nruntimeConfig:\n  env: {ROOT: /data, FILE: $(ROOT)/x}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, Env{{"ROOT", "/data"}, {"FILE", "$(ROOT)/x"}}, s.RuntimeConfig.Env)
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"env":{"ROOT":"/data","FILE":"$(ROOT)/x"}`)
+	again, err := Parse(b)
+	require.NoError(t, err)
+	assert.Equal(t, s, again)
+	empty, err := Parse([]byte("framework: torch\ntrainer: {}\nruntimeConfig: {env: {}}\n"))
+	require.NoError(t, err)
+	assert.NotNil(t, empty.RuntimeConfig.Env, "a set, empty env still replaces the trainer's")
+	b, err = json.Marshal(empty)
+	require.NoError(t, err)
+	emptyAgain, err := Parse(b)
+	require.NoError(t, err)
+	assert.NotNil(t, emptyAgain.RuntimeConfig.Env, "and stays set through JSON: %s", b)
 }
 
 func TestTrainerFieldsStayRaw(t *testing.T) {

@@ -40,9 +40,9 @@ type RuntimeRef struct {
 // RuntimeConfig is KEP-285's RuntimeConfig: how the training environment is prepared, not what
 // is trained. Nil fields leave the trainer's own values alone.
 type RuntimeConfig struct {
-	PackagesToInstall []string          `json:"packagesToInstall,omitempty"`
-	PipIndexUrls      []string          `json:"pipIndexUrls,omitempty"`
-	Env               map[string]string `json:"env,omitempty"`
+	PackagesToInstall []string `json:"packagesToInstall,omitempty"`
+	PipIndexUrls      []string `json:"pipIndexUrls,omitempty"`
+	Env               Env      `json:"env,omitzero"`
 }
 
 // Initializer describes the dataset and model initializers of the runtime.
@@ -53,8 +53,8 @@ type Initializer struct {
 
 // StorageInitializer downloads a dataset or model before training starts.
 type StorageInitializer struct {
-	StorageURI string            `json:"storageUri,omitempty"`
-	Env        map[string]string `json:"env,omitempty"`
+	StorageURI string `json:"storageUri,omitempty"`
+	Env        Env    `json:"env,omitzero"`
 	// SecretRef names a Secret in the step's namespace whose keys become the initializer's env.
 	SecretRef string `json:"secretRef,omitempty"`
 }

@@ -73,13 +73,19 @@ func (s *Spec) Validate() field.ErrorList {
 	return errs
 }
 
-// ValidateEnv checks environment variable names.
-func ValidateEnv(env map[string]string, p *field.Path) field.ErrorList {
+// ValidateEnv checks environment variable names, each set once.
+func ValidateEnv(env Env, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for k := range env {
+	seen := map[string]bool{}
+	for _, e := range env {
+		k := e.Name
 		if !envName.MatchString(k) {
 			errs = append(errs, field.Invalid(p.Key(k), k, "must be a valid environment variable name (letters, digits, _; not starting with a digit)"))
 		}
+		if seen[k] {
+			errs = append(errs, field.Duplicate(p.Key(k), k))
+		}
+		seen[k] = true
 	}
 	return errs
 }

@@ -3,6 +3,7 @@ package trainers
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -21,9 +22,9 @@ type Function struct {
 	// FuncName is the function to call; optional when Func defines exactly one top-level function.
 	FuncName string `json:"funcName,omitempty"`
 	// FuncArgs are passed as keyword arguments, rendered as Python literals.
-	FuncArgs          map[string]any `json:"funcArgs,omitempty"`
-	PackagesToInstall []string       `json:"packagesToInstall,omitempty"`
-	PipIndexUrls      []string       `json:"pipIndexUrls,omitempty"`
+	FuncArgs          step.Object `json:"funcArgs,omitempty"`
+	PackagesToInstall []string    `json:"packagesToInstall,omitempty"`
+	PipIndexUrls      []string    `json:"pipIndexUrls,omitempty"`
 }
 
 func (f *Function) validate() field.ErrorList {
@@ -54,7 +55,7 @@ func (f *Function) validate() field.ErrorList {
 
 // build renders the function for the runtime. env is the merged environment, already holding the
 // trainer's framework env.
-func (f *Function) build(rt *runtimes.Runtime, rc *step.RuntimeConfig, env map[string]string) (Parts, field.ErrorList) {
+func (f *Function) build(rt *runtimes.Runtime, rc *step.RuntimeConfig, env step.Env) (Parts, field.ErrorList) {
 	pkgs, urls := f.PackagesToInstall, f.PipIndexUrls
 	if rc != nil && rc.PackagesToInstall != nil {
 		pkgs = rc.PackagesToInstall
@@ -74,16 +75,22 @@ func (f *Function) build(rt *runtimes.Runtime, rc *step.RuntimeConfig, env map[s
 }
 
 // envWith merges the trainer's env with runtimeConfig and adds framework env the user did not set
-// (a user value for the same name is a conflict, reported on the user's field).
-func envWith(own map[string]string, rc *step.RuntimeConfig, framework map[string]string, from map[string]*field.Path) (map[string]string, *field.Path, field.ErrorList) {
+// (a user value for the same name is a conflict, reported on the user's field). The user's
+// entries keep their order; the framework's follow, sorted by name.
+func envWith(own step.Env, rc *step.RuntimeConfig, framework map[string]string, from map[string]*field.Path) (step.Env, *field.Path, field.ErrorList) {
 	env, p := mergeEnv(own, rc)
 	var errs field.ErrorList
-	for k, v := range framework {
-		if _, taken := env[k]; taken {
-			errs = append(errs, field.Invalid(p.Key(k), env[k], fmt.Sprintf("conflicts with %s, which sets it; keep one", from[k])))
+	names := make([]string, 0, len(framework))
+	for k := range framework {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if v, taken := env.Get(k); taken {
+			errs = append(errs, field.Invalid(p.Key(k), v, fmt.Sprintf("conflicts with %s, which sets it; keep one", from[k])))
 			continue
 		}
-		env[k] = v
+		env = append(env, step.EnvVar{Name: k, Value: framework[k]})
 	}
 	return env, p, errs
 }

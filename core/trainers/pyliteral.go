@@ -3,13 +3,19 @@ package trainers
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/trainstep/trainstep/core/step"
 )
 
 // PyLiteral renders a decoded JSON/YAML value as Python source that evaluates to the same value:
-// True/False/None, integers stay integers, strings are escaped so that quotes, backslashes,
-// newlines and non-ASCII text reach the function exactly. The SDK relies on repr() of a Python
+// True/False/None, integers stay integers of any size, floats stay floats (2.0, not 2), a
+// step.Object becomes a dict in its order (a map[string]any in sorted order), strings are
+// escaped so that quotes, backslashes, newlines and non-ASCII text reach the function exactly. The SDK relies on repr() of a Python
 // dict; a Go port must not fall back to JSON spellings (true, null), which Python rejects.
 func PyLiteral(v any) (string, error) {
 	var b strings.Builder
@@ -30,15 +36,43 @@ func writePy(b *strings.Builder, v any) error {
 			b.WriteString("False")
 		}
 	case json.Number:
-		s := x.String()
-		if _, err := x.Float64(); err != nil && !strings.Contains(err.Error(), "range") {
-			return fmt.Errorf("%q is not a number", s)
+		s, err := pyNumber(x.String())
+		if err != nil {
+			return err
 		}
-		b.WriteString(s) // JSON number syntax is a subset of Python's
+		b.WriteString(s)
 	case float64:
-		fmt.Fprintf(b, "%v", x)
-	case int, int32, int64:
+		s, err := pyFloat(x)
+		if err != nil {
+			return err
+		}
+		b.WriteString(s)
+	case float32:
+		s, err := pyFloat(float64(x))
+		if err != nil {
+			return err
+		}
+		b.WriteString(s)
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
 		fmt.Fprintf(b, "%d", x)
+	case step.Object:
+		seen := make(map[string]bool, len(x))
+		b.WriteByte('{')
+		for i, m := range x {
+			if seen[m.Key] {
+				return fmt.Errorf("key %q is set twice; a Python dict keeps only the last", m.Key)
+			}
+			seen[m.Key] = true
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writePyString(b, m.Key)
+			b.WriteString(": ")
+			if err := writePy(b, m.Value); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
 	case string:
 		writePyString(b, x)
 	case []any:
@@ -74,6 +108,36 @@ func writePy(b *strings.Builder, v any) error {
 		return fmt.Errorf("cannot pass a %T to Python", v)
 	}
 	return nil
+}
+
+var jsonNumber = regexp.MustCompile(`^-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?$`)
+
+// pyNumber spells a JSON number for Python, keeping its kind: an integer literal stays an int of
+// any size, a literal with a fraction or an exponent is a float (2.0 stays 2.0, -0.0 stays -0.0).
+func pyNumber(s string) (string, error) {
+	m := jsonNumber.FindStringSubmatch(s)
+	if m == nil {
+		return "", fmt.Errorf("%q is not a number", s)
+	}
+	if m[1] == "" && m[2] == "" {
+		return s, nil // JSON integers have no leading zeros, so this is Python's too
+	}
+	if f, err := strconv.ParseFloat(s, 64); err != nil && math.IsInf(f, 0) {
+		return "", fmt.Errorf("%s is out of range for a 64-bit float", s)
+	}
+	return s, nil
+}
+
+// pyFloat spells a Go float as a Python float literal (never as an int: 2.0, not 2).
+func pyFloat(f float64) (string, error) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return "", fmt.Errorf("%v has no Python literal; pass it as a string and convert it with float()", f)
+	}
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".e") {
+		s += ".0"
+	}
+	return s, nil
 }
 
 // writePyString writes a double-quoted Python str literal. Printable text, including non-ASCII,

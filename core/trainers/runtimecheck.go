@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/step"
 )
 
 func requirePolicy(t runtimes.Trainer, r *runtimes.Runtime, want runtimes.Policy, launcher string) *field.Error {
@@ -37,10 +38,10 @@ func validateType(t runtimes.Trainer, r *runtimes.Runtime, want runtimes.Trainer
 // torchReserved are the env names the Trainer's torch plugin sets; its webhook rejects them.
 var torchReserved = []string{"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
 
-func reservedEnv(env map[string]string, p *field.Path, names []string, fix string) field.ErrorList {
+func reservedEnv(env step.Env, p *field.Path, names []string, fix string) field.ErrorList {
 	var errs field.ErrorList
 	for _, n := range names {
-		if _, ok := env[n]; ok {
+		if env.Has(n) {
 			errs = append(errs, field.Forbidden(p.Key(n), "set by the Trainer controller on this runtime; "+fix))
 		}
 	}

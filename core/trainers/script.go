@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/step"
 )
 
 // MaxCommandItem is the longest command item every supported Trainer accepts: v2.2 rejects items
@@ -24,7 +25,7 @@ const MaxCommandItem = 65536
 type Script struct {
 	Source    string
 	FuncName  string
-	FuncArgs  map[string]any
+	FuncArgs  step.Object
 	Packages  []string
 	IndexURLs []string
 	Policy    runtimes.Policy

@@ -63,10 +63,8 @@ func TestScriptPassesArgsExactly(t *testing.T) {
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
-			var fa map[string]any
-			dec := json.NewDecoder(strings.NewReader(args))
-			dec.UseNumber()
-			require.NoError(t, dec.Decode(&fa))
+			var fa step.Object
+			require.NoError(t, json.Unmarshal([]byte(args), &fa))
 			cmd, err := Script{Source: echoSource, FuncName: "check", FuncArgs: fa, Policy: runtimes.PolicyPlain}.Command()
 			require.NoError(t, err)
 			got := runScript(t, cmd)
@@ -96,7 +94,7 @@ func TestScriptWithDelimiterInSource(t *testing.T) {
 func TestScriptTooLargeForOneItemIsCompressed(t *testing.T) {
 	// 200 KiB of comments: too big raw, small compressed.
 	src := echoSource + strings.Repeat("# padding padding padding padding padding padding padding\n", 3500)
-	cmd, err := Script{Source: src, FuncName: "check", FuncArgs: map[string]any{"k": "v"}, Policy: runtimes.PolicyPlain}.Command()
+	cmd, err := Script{Source: src, FuncName: "check", FuncArgs: step.Object{{Key: "k", Value: "v"}}, Policy: runtimes.PolicyPlain}.Command()
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(cmd[2]), MaxCommandItem)
 	assert.Contains(t, cmd[2], "zlib.decompress")

@@ -5,6 +5,7 @@ package trainers
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 
@@ -42,10 +43,10 @@ var trainerPath = field.NewPath("trainer")
 // Common holds the fields every trainer has (BaseTrainer's num_nodes, resources_per_node, image,
 // and CustomTrainer's env).
 type Common struct {
-	NumNodes         *int32            `json:"numNodes,omitempty"`
-	ResourcesPerNode map[string]any    `json:"resourcesPerNode,omitempty"`
-	Image            string            `json:"image,omitempty"`
-	Env              map[string]string `json:"env,omitempty"`
+	NumNodes         *int32         `json:"numNodes,omitempty"`
+	ResourcesPerNode map[string]any `json:"resourcesPerNode,omitempty"`
+	Image            string         `json:"image,omitempty"`
+	Env              step.Env       `json:"env,omitzero"`
 }
 
 func (c *Common) validate() field.ErrorList {
@@ -63,8 +64,8 @@ func (c *Common) validate() field.ErrorList {
 	return errs
 }
 
-// apply fills the parts every trainer shares. env is the final environment map.
-func (c *Common) apply(p *Parts, env map[string]string) {
+// apply fills the parts every trainer shares. env is the final environment, in order.
+func (c *Common) apply(p *Parts, env step.Env) {
 	p.Image = c.Image
 	p.NumNodes = c.NumNodes
 	p.Resources, _ = resources(c.ResourcesPerNode)
@@ -134,34 +135,22 @@ func resources(in map[string]any) (*corev1.ResourceRequirements, field.ErrorList
 	return &corev1.ResourceRequirements{Requests: list.DeepCopy(), Limits: list}, nil
 }
 
-func envList(env map[string]string) []corev1.EnvVar {
+// envList keeps the order: Kubernetes expands $(VAR) only from earlier entries.
+func envList(env step.Env) []corev1.EnvVar {
 	if len(env) == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(env))
-	for k := range env {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	out := make([]corev1.EnvVar, len(names))
-	for i, k := range names {
-		out[i] = corev1.EnvVar{Name: k, Value: env[k]}
+	out := make([]corev1.EnvVar, len(env))
+	for i, e := range env {
+		out[i] = corev1.EnvVar{Name: e.Name, Value: e.Value}
 	}
 	return out
 }
 
 // mergeEnv is KEP-285's field-level merge: a set runtimeConfig.env replaces the trainer's env.
-func mergeEnv(own map[string]string, rc *step.RuntimeConfig) (map[string]string, *field.Path) {
+func mergeEnv(own step.Env, rc *step.RuntimeConfig) (step.Env, *field.Path) {
 	if rc != nil && rc.Env != nil {
-		return copyMap(rc.Env), field.NewPath("runtimeConfig", "env")
+		return slices.Clone(rc.Env), field.NewPath("runtimeConfig", "env")
 	}
-	return copyMap(own), trainerPath.Child("env")
-}
-
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	return slices.Clone(own), trainerPath.Child("env")
 }

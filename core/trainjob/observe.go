@@ -219,9 +219,9 @@ func eventTime(e *corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
-// WithLogTail adds a failing node's last log lines to the message.
+// WithLogTail adds a failing node's last log lines, bounded by BoundTail, to the message.
 func (o Observation) WithLogTail(pod, tail string) Observation {
-	tail = strings.TrimRight(tail, "\n")
+	tail = BoundTail(tail)
 	if tail == "" {
 		return o
 	}

@@ -3,7 +3,6 @@ package trainjob
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -170,15 +169,11 @@ func secretRef(name string) *corev1.LocalObjectReference {
 	return &corev1.LocalObjectReference{Name: name}
 }
 
-func envVars(m map[string]string) []corev1.EnvVar {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+// envVars keeps the user's order: Kubernetes expands $(VAR) only from earlier entries.
+func envVars(env step.Env) []corev1.EnvVar {
 	var out []corev1.EnvVar
-	for _, k := range keys {
-		out = append(out, corev1.EnvVar{Name: k, Value: m[k]})
+	for _, e := range env {
+		out = append(out, corev1.EnvVar{Name: e.Name, Value: e.Value})
 	}
 	return out
 }

@@ -26,9 +26,6 @@ var ErrDeleted = errors.New("the TrainJob was deleted before it finished")
 // ErrForbidden means the caller may not read what following a TrainJob needs.
 var ErrForbidden = errors.New("forbidden")
 
-// TailLines is how much of a failing node's log goes into the failure message.
-const TailLines = 20
-
 // Waiter follows one TrainJob and its pods with watches (informers, so a 410 Gone relists and
 // resumes) until it is terminal. It never polls.
 type Waiter struct {

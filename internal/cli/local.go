@@ -62,6 +62,21 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 	return o.finish(obs)
 }
 
+// dryRunPlan prints the TrainJob a run would create. Like --local, it plans against the cluster's
+// runtimes when one is reachable and the stock ones otherwise, so a step can be checked anywhere.
+func (o *runOptions) dryRunPlan(ctx context.Context, spec *step.Spec) int {
+	src, err := o.localRuntimes(ctx)
+	if err != nil {
+		return o.fail(err)
+	}
+	plan, err := (&trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: src}).Plan(ctx, spec, o.ns())
+	if err != nil {
+		return o.fail(err)
+	}
+	o.warn(plan)
+	return o.printYAML(plan.TrainJob(o.identity()))
+}
+
 // localRuntimes is the cluster's runtimes when one is reachable (so --local tries exactly what the
 // cluster would run), else the stock ones shipped in the binary.
 func (o *runOptions) localRuntimes(ctx context.Context) (runtimes.Source, error) {
@@ -87,6 +102,6 @@ func (o *runOptions) localRuntimes(ctx context.Context) (runtimes.Source, error)
 	if o.runtimesFrom == "cluster" {
 		return nil, fmt.Errorf("--runtimes-from=cluster: %w", err)
 	}
-	o.say("no cluster reachable; using the stock Kubeflow Trainer runtimes")
+	o.say("no cluster reachable; using the stock Kubeflow Trainer runtimes (%v)", err)
 	return stock.Source{}, nil
 }

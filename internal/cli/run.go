@@ -71,7 +71,7 @@ Exit codes: 0 succeeded, 1 the TrainJob failed, 2 invalid step (nothing created)
 	f.StringVar(&o.stepKey, "step-key", "", "a key unique to this step in its pipeline run; with --owner-uid, a re-run finds the same TrainJob")
 	f.StringVar(&o.ownerUID, "owner-uid", "", "the UID of the pipeline run that owns the step (default: a fresh one, so every run starts a new TrainJob)")
 	f.IntVar(&o.attempt, "attempt", 0, "the retry attempt (a new attempt gets a new TrainJob)")
-	f.StringVar(&o.runtimesFrom, "runtimes-from", "auto", "with --local: where runtimes come from: auto (the cluster if reachable, else stock), cluster, stock")
+	f.StringVar(&o.runtimesFrom, "runtimes-from", "auto", "with --local or --dry-run: where runtimes come from: auto (the cluster if reachable, else stock), cluster, stock")
 	f.BoolVar(&o.keepOnStop, "keep-on-interrupt", false, "leave the TrainJob running when this command is interrupted")
 	f.BoolVar(&o.noLogs, "no-logs", false, "do not stream the node-0 log")
 	o.bind(f)
@@ -92,6 +92,9 @@ func (o *runOptions) run(ctx context.Context) int {
 	if o.local {
 		return o.runLocal(ctx, spec)
 	}
+	if o.dryRun {
+		return o.dryRunPlan(ctx, spec)
+	}
 	cfg, err := o.restConfig()
 	if err != nil {
 		return o.fail(err)
@@ -108,9 +111,6 @@ func (o *runOptions) run(ctx context.Context) int {
 	id := o.identity()
 	tj := plan.TrainJob(id)
 	o.warn(plan)
-	if o.dryRun {
-		return o.printYAML(tj)
-	}
 	created, isNew, err := trainjob.Submit(ctx, c, tj, id)
 	if err != nil {
 		return o.fail(err)

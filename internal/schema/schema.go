@@ -100,8 +100,13 @@ func deref(t reflect.Type) reflect.Type {
 
 func typeSchema(t reflect.Type) map[string]any {
 	t = deref(t)
-	if t == reflect.TypeOf(json.Number("")) {
+	switch t {
+	case reflect.TypeOf(json.Number("")):
 		return map[string]any{"type": "number"}
+	case reflect.TypeOf(step.Env(nil)): // a mapping in the user's order
+		return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}}
+	case reflect.TypeOf(step.Object(nil)):
+		return map[string]any{"type": "object"}
 	}
 	if reflect.PointerTo(t).Implements(reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()) {
 		return map[string]any{} // decoded by its own code (Duration, TrainerSpec); Step fills these in

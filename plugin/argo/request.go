@@ -126,6 +126,9 @@ func prefixed(base *field.Path, err error, errs field.ErrorList) error {
 		for _, e := range inv.Errs {
 			c := *e
 			c.Field = base.String() + "." + e.Field
+			if e.Field == "" || e.Field == "<nil>" { // the whole step
+				c.Field = base.String()
+			}
 			errs = append(errs, &c)
 		}
 		return step.Invalid(errs)

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
@@ -40,13 +39,13 @@ type source struct {
 // specFromRun builds the step from the run: customSpec.spec as the base, the step param over it,
 // then each path param. It returns the step and where each part came from.
 func specFromRun(run *v1beta1.CustomRun) (*step.Spec, []source, error) {
-	doc := map[string]any{}
+	doc := step.Object{}
 	var sources []source
 	var problems []string
 	if cs := run.Spec.CustomSpec; cs != nil && len(cs.Spec.Raw) > 0 {
 		if err := json.Unmarshal(cs.Spec.Raw, &doc); err != nil || doc == nil {
 			problems = append(problems, fmt.Sprintf("customSpec.spec: must be a step object: %v", err))
-			doc = map[string]any{}
+			doc = step.Object{}
 		}
 		sources = append(sources, source{param: "customSpec.spec"})
 	}
@@ -66,7 +65,7 @@ func specFromRun(run *v1beta1.CustomRun) (*step.Spec, []source, error) {
 				problems = append(problems, fmt.Sprintf("param %q: %v", p.Name, err))
 				continue
 			}
-			merge(doc, base)
+			doc = merge(doc, base)
 			sources = append(sources, source{param: p.Name})
 			continue
 		}
@@ -75,7 +74,7 @@ func specFromRun(run *v1beta1.CustomRun) (*step.Spec, []source, error) {
 			problems = append(problems, fmt.Sprintf("param %q: %v", p.Name, err))
 			continue
 		}
-		setPath(doc, path, paramValue(path, p.Value))
+		doc = setPath(doc, path, paramValue(path, p.Value))
 		sources = append(sources, source{path: p.Name, param: p.Name})
 	}
 	if len(problems) > 0 {
@@ -92,7 +91,8 @@ func specFromRun(run *v1beta1.CustomRun) (*step.Spec, []source, error) {
 	return s, sources, nil
 }
 
-func stepDocument(v v1beta1.ParamValue) (map[string]any, error) {
+// stepDocument reads the step param like a step file: keys in order, numbers as written.
+func stepDocument(v v1beta1.ParamValue) (step.Object, error) {
 	var js []byte
 	switch v.Type {
 	case v1beta1.ParamTypeObject:
@@ -100,11 +100,11 @@ func stepDocument(v v1beta1.ParamValue) (map[string]any, error) {
 	case v1beta1.ParamTypeArray:
 		return nil, fmt.Errorf("must be a string holding the step as YAML or JSON, not an array")
 	}
-	js, err := yaml.YAMLToJSONStrict([]byte(v.StringVal))
+	js, err := step.YAMLToJSON([]byte(v.StringVal))
 	if err != nil {
-		return nil, fmt.Errorf("is not valid YAML or JSON: %w", err)
+		return nil, err // names the line and says "not valid YAML or JSON"
 	}
-	doc := map[string]any{}
+	var doc step.Object
 	if err := json.Unmarshal(js, &doc); err != nil {
 		return nil, fmt.Errorf("must hold a step object (framework, trainer, …): %w", err)
 	}
@@ -123,36 +123,36 @@ func paramPath(name string) ([]string, error) {
 	return parts, nil
 }
 
-// merge lays src over dst, object by object.
-func merge(dst, src map[string]any) {
-	for k, v := range src {
-		if sm, ok := v.(map[string]any); ok {
-			if dm, ok := dst[k].(map[string]any); ok {
-				merge(dm, sm)
-				continue
+// merge lays src over dst, object by object; keys dst has keep their place, new ones follow.
+func merge(dst, src step.Object) step.Object {
+	for _, m := range src {
+		if sm, ok := m.Value.(step.Object); ok {
+			if old, _ := dst.Get(m.Key); old != nil {
+				if dm, ok := old.(step.Object); ok {
+					dst.Set(m.Key, merge(dm, sm))
+					continue
+				}
 			}
 		}
-		dst[k] = v
+		dst.Set(m.Key, m.Value)
 	}
+	return dst
 }
 
-func setPath(doc map[string]any, path []string, v any) {
-	for _, k := range path[:len(path)-1] {
-		next, ok := doc[k].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			doc[k] = next
+// setPath sets the value at a dotted path, making the objects on the way; an object value is
+// merged into an object already there.
+func setPath(doc step.Object, path []string, v any) step.Object {
+	old, _ := doc.Get(path[0])
+	oldObj, isObj := old.(step.Object)
+	if len(path) == 1 {
+		if m, ok := v.(step.Object); ok && isObj {
+			v = merge(oldObj, m)
 		}
-		doc = next
+		doc.Set(path[0], v)
+		return doc
 	}
-	last := path[len(path)-1]
-	if m, ok := v.(map[string]any); ok {
-		if old, ok := doc[last].(map[string]any); ok {
-			merge(old, m)
-			return
-		}
-	}
-	doc[last] = v
+	doc.Set(path[0], setPath(oldObj, path[1:], v))
+	return doc
 }
 
 // paramValue turns a Tekton value into a JSON value for the step path. Tekton values are strings,
@@ -167,9 +167,14 @@ func paramValue(path []string, v v1beta1.ParamValue) any {
 		}
 		return out
 	case v1beta1.ParamTypeObject:
-		out := map[string]any{}
-		for k, s := range v.ObjectVal {
-			out[k] = scalar(append(append([]string(nil), path...), k), s)
+		keys := make([]string, 0, len(v.ObjectVal))
+		for k := range v.ObjectVal {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // Tekton's object values have no order
+		out := make(step.Object, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, step.Member{Key: k, Value: scalar(append(append([]string(nil), path...), k), v.ObjectVal[k])})
 		}
 		return out
 	}
@@ -210,6 +215,9 @@ func stringField(path []string) bool {
 		if t == reflect.TypeFor[step.TrainerSpec]() {
 			return i == len(path)-1 && seg == "kind"
 		}
+		if t == reflect.TypeFor[step.Env]() { // NAME: value
+			return i == len(path)-1
+		}
 		switch t.Kind() {
 		case reflect.Struct:
 			f, ok := fieldByJSONName(t, seg)
@@ -247,7 +255,7 @@ func explain(err error, sources []source) error {
 	}
 	out := &invalidParamsError{}
 	for _, fe := range ie.Errs {
-		out.problems = append(out.problems, fmt.Sprintf("%s: %s", paramFor(fe, sources), fe.Error()))
+		out.problems = append(out.problems, fmt.Sprintf("%s: %s", paramFor(fe, sources), step.ErrorText(fe)))
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
 )
 
@@ -63,6 +64,14 @@ func TestSpecFromRun(t *testing.T) {
   - {name: labels.c, value: d}`,
 			want: `{"framework":"jax","trainer":{"func":"def f(): pass"},"labels":{"a":"b","c":"d"}}`,
 		},
+		"env values stay strings": {
+			run: `spec:
+  params:
+  - {name: runtimeConfig.env, value: {A: "1"}}
+  - {name: runtimeConfig.env.B, value: "true"}
+  - {name: initializer.model.env.C, value: "2.0"}`,
+			want: `{"trainer":{},"runtimeConfig":{"env":{"A":"1","B":"true"}},"initializer":{"model":{"env":{"C":"2.0"}}}}`,
+		},
 		"trainer kind stays a string": {
 			run: `spec:
   params:
@@ -114,4 +123,46 @@ func TestTruncateKeepsTheTail(t *testing.T) {
 	assert.Contains(t, got, "head")
 	assert.Contains(t, got, "RuntimeError: the end")
 	assert.Equal(t, "short", truncate("short"))
+}
+
+// The step param and customSpec are YAML or JSON like a step file: numbers keep their literal
+// text, so 2.0 reaches the function as a float and big integers stay exact.
+func TestSpecFromRunKeepsNumberLiterals(t *testing.T) {
+	const want = `"funcArgs":{"lr":2.0,"z":-0.0,"big":123456789012345678901234567890}`
+	t.Run("step param", func(t *testing.T) {
+		s, _, err := specFromRun(mustRun(t, `spec:
+  params:
+  - name: step
+    value: |
+      framework: jax
+      trainer: {func: "def f(**kw): pass", funcArgs: {lr: 2.0, z: -0.0, big: 123456789012345678901234567890}}`))
+		require.NoError(t, err)
+		assert.Contains(t, string(s.Trainer.Fields), want)
+	})
+	t.Run("customSpec", func(t *testing.T) {
+		run := mustRun(t, "spec:\n  customSpec: {apiVersion: trainstep.dev/v1alpha1, kind: TrainStep, spec: {}}")
+		// As the apiserver hands it over: JSON, numbers as written.
+		run.Spec.CustomSpec.Spec.Raw = []byte(`{"framework": "jax", "trainer": {"func": "def f(**kw): pass",
+			"funcArgs": {"lr": 2.0, "z": -0.0, "big": 123456789012345678901234567890}}}`)
+		s, _, err := specFromRun(run)
+		require.NoError(t, err)
+		assert.Contains(t, string(s.Trainer.Fields), want)
+	})
+}
+
+// A step param is read like a step file: env and funcArgs keep the order written, so $(ROOT)
+// is defined before $(ROOT)/x uses it, while path params still override.
+func TestSpecFromRunKeepsTheStepParamsOrder(t *testing.T) {
+	s, _, err := specFromRun(mustRun(t, `spec:
+  params:
+  - {name: runtimeConfig.env.ZZ, value: last}
+  - name: step
+    value: |
+      framework: jax
+      trainer: {func: "def f(**kw): pass", funcArgs: {z: 1, a: 2}}
+      runtimeConfig:
+        env: {ROOT: /data, FILE: $(ROOT)/x}`))
+	require.NoError(t, err)
+	assert.Equal(t, step.Env{{Name: "ROOT", Value: "/data"}, {Name: "FILE", Value: "$(ROOT)/x"}, {Name: "ZZ", Value: "last"}}, s.RuntimeConfig.Env)
+	assert.Contains(t, string(s.Trainer.Fields), `"funcArgs":{"z":1,"a":2}`)
 }
