@@ -28,6 +28,10 @@ type Spec struct {
 	// Timeout bounds the whole step; when it passes the TrainJob is deleted unless KeepOnTimeout.
 	Timeout       *Duration `json:"timeout,omitempty"`
 	KeepOnTimeout bool      `json:"keepOnTimeout,omitempty"`
+	// StartTimeout fails the step, with the scheduler's or kubelet's reason, when its TrainJob is
+	// not running within it (counted like Timeout); the TrainJob is deleted. A job held by a
+	// queue (Suspended) is not failing to start and is not bounded by it.
+	StartTimeout *Duration `json:"startTimeout,omitempty"`
 }
 
 // RuntimeRef names a runtime. Kind is ClusterTrainingRuntime or TrainingRuntime; empty means

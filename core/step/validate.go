@@ -67,6 +67,12 @@ func (s *Spec) Validate() field.ErrorList {
 	if s.Timeout != nil && s.Timeout.Duration <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("timeout"), s.Timeout.String(), "must be positive, such as 2h"))
 	}
+	if s.StartTimeout != nil && s.StartTimeout.Duration <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("startTimeout"), s.StartTimeout.String(), "must be positive, such as 15m"))
+	}
+	if s.StartTimeout != nil && s.Timeout != nil && s.StartTimeout.Duration > s.Timeout.Duration {
+		errs = append(errs, field.Invalid(field.NewPath("startTimeout"), s.StartTimeout.String(), fmt.Sprintf("must not be longer than timeout (%s): the step would time out first", s.Timeout.String())))
+	}
 	if s.KeepOnTimeout && s.Timeout == nil {
 		errs = append(errs, field.Required(field.NewPath("timeout"), "keepOnTimeout needs a timeout"))
 	}

@@ -64,7 +64,7 @@ func podTrouble(pods []corev1.Pod, jobName string) Trouble {
 		// The newest failure per slot tells the story; older ones only count.
 		failed = failed[len(failed)-1:]
 	}
-	t.Lines = append(failed, stuck...)
+	t.Lines = append(append(t.Lines, failed...), stuck...)
 	if len(t.Lines) > maxTrouble {
 		more := len(t.Lines) - maxTrouble
 		t.Lines = append(t.Lines[:maxTrouble], fmt.Sprintf("and %d more pod(s)", more))

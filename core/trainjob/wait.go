@@ -47,7 +47,8 @@ type WaitOptions struct {
 	// Submit. With it the deadline is armed before the watches sync, so a watch that never syncs
 	// cannot outlive it.
 	Since time.Time
-	// OnChange is called with each new observation (phase, node count or message changed).
+	// OnChange is called with each new observation on the way (phase, node count or message
+	// changed); the terminal one is Wait's result, not a change.
 	OnChange func(Observation)
 }
 
@@ -143,11 +144,7 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 			Now:      w.now(),
 		}, d)
 		if v.Phase.Terminal() {
-			obs, err := w.act(ctx, v)
-			if opts.OnChange != nil && err == nil {
-				opts.OnChange(obs)
-			}
-			return obs, err
+			return w.act(ctx, v) // the caller reports the end; OnChange is for the way there
 		}
 		if changedEnough(last, v.Observation) {
 			obs := v.Observation

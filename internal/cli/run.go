@@ -130,15 +130,20 @@ func (o *runOptions) run(ctx context.Context) int {
 		logs = trainjob.KubeletLogs{Client: kube}
 	}
 	follower, _ := logs.(trainjob.LogFollower)
-	var timeout time.Duration
+	var timeout, startTimeout time.Duration
 	if spec.Timeout != nil {
 		timeout = spec.Timeout.Duration
+	}
+	if spec.StartTimeout != nil {
+		startTimeout = spec.StartTimeout.Duration
 	}
 	streaming := false
 	waiter := &trainjob.Waiter{Client: c, Logs: logs}
 	obs, err := waiter.Wait(ctx, created.Namespace, created.Name, trainjob.WaitOptions{
 		Timeout:       timeout,
+		StartTimeout:  startTimeout,
 		KeepOnTimeout: spec.KeepOnTimeout,
+		Since:         created.CreationTimestamp.Time,
 		OnChange: func(obs trainjob.Observation) {
 			o.say("%s: %s", obs.Phase, message.FirstLine(obs.Message))
 			if !streaming && !o.noLogs && follower != nil && obs.Node0Pod != "" {

@@ -24,6 +24,7 @@ var descriptions = map[string]string{
 	"queueName":         "Kueue LocalQueue (label kueue.x-k8s.io/queue-name).",
 	"timeout":           "Bound on the whole step, e.g. 2h; the TrainJob is deleted when it passes unless keepOnTimeout.",
 	"keepOnTimeout":     "Leave the TrainJob running when the timeout passes.",
+	"startTimeout":      "Fail the step, with the scheduler's or kubelet's reason, when its TrainJob is not running within this (e.g. 15m); the TrainJob is deleted. A queued (Suspended) job is not bounded by it.",
 	"func":              "Python source that defines the training function.",
 	"funcName":          "The function to call; optional when func defines exactly one top-level function.",
 	"funcArgs":          "Keyword arguments, passed as Python literals.",
@@ -69,6 +70,7 @@ func Step(reg *trainers.Registry) map[string]any {
 	props["trainer"] = map[string]any{"type": "object", "properties": trainerProps, "additionalProperties": false, "description": descriptions["trainer"]}
 	props["framework"] = map[string]any{"type": "string", "description": descriptions["framework"], "examples": frameworks}
 	props["timeout"] = map[string]any{"type": []any{"string", "number"}, "description": descriptions["timeout"]}
+	props["startTimeout"] = map[string]any{"type": []any{"string", "number"}, "description": descriptions["startTimeout"]}
 	props["runtime"].(map[string]any)["properties"].(map[string]any)["kind"] = map[string]any{"type": "string",
 		"enum": []any{step.ClusterTrainingRuntime, step.TrainingRuntime}}
 	root["required"] = []any{"trainer"}

@@ -108,29 +108,22 @@ func (p *Plugin) workflowStopping(ctx context.Context, req *request) string {
 	return stopping(wf)
 }
 
-// follow observes the TrainJob from the cache and, while it runs, holds the call open until it
-// finishes, its deadline passes or HoldMax ends, whichever is first. Only MaxHeld calls are held
-// at once; the rest are answered at once with a requeue.
+// follow applies the core's follow policy to the TrainJob as the cache has it and, while it runs,
+// holds the call open until it finishes, a deadline passes or HoldMax ends, whichever is first.
+// Only MaxHeld calls are held at once; the rest are answered at once with a requeue.
 func (p *Plugin) follow(ctx context.Context, req *request, tj *trainer.TrainJob) result {
 	key := types.NamespacedName{Namespace: tj.Namespace, Name: tj.Name}
 	start := p.clock.Now()
 	var changed <-chan struct{}
 	var hold <-chan time.Time
 	for {
-		obs := p.observe(ctx, tj)
-		if obs.Phase.Terminal() {
-			return p.terminal(ctx, req, obs, p.clock.Since(start))
-		}
-		deadline := time.Time{}
-		if req.Timeout > 0 {
-			deadline = tj.CreationTimestamp.Add(req.Timeout)
-			if !p.clock.Now().Before(deadline) {
-				return p.timedOut(ctx, req, tj, obs, p.clock.Since(start))
-			}
+		v := trainjob.Decide(p.snapshot(ctx, tj), req.deadlines())
+		if v.Phase.Terminal() {
+			return p.terminal(ctx, req, v, p.clock.Since(start))
 		}
 		if changed == nil {
 			if p.opts.HoldMax <= 0 || !p.acquire() {
-				return p.inProgress(req, obs, p.clock.Since(start))
+				return p.inProgress(ctx, req, v, p.clock.Since(start))
 			}
 			// Each defer below runs once per call: the block is guarded by changed == nil.
 			defer p.release() //nolint:gocritic // deferInLoop: guarded, see above
@@ -141,8 +134,8 @@ func (p *Plugin) follow(ctx context.Context, req *request, tj *trainer.TrainJob)
 			defer timer.Stop() //nolint:gocritic // deferInLoop: guarded, see above
 			hold = timer.C()
 		}
-		if !p.sleep(ctx, changed, hold, deadline) {
-			return p.inProgress(req, obs, p.clock.Since(start))
+		if !p.sleep(ctx, changed, hold, v.Wake) {
+			return p.inProgress(ctx, req, v, p.clock.Since(start))
 		}
 		cur := &trainer.TrainJob{}
 		if err := p.reader.Get(ctx, key, cur); err != nil {
@@ -192,69 +185,53 @@ func (p *Plugin) release() {
 	p.metrics.held.Dec()
 }
 
-// observe reads the TrainJob's pods from the cache.
-func (p *Plugin) observe(ctx context.Context, tj *trainer.TrainJob) trainjob.Observation {
+// snapshot is the TrainJob with its pods and Events, as the cache has them.
+func (p *Plugin) snapshot(ctx context.Context, tj *trainer.TrainJob) trainjob.Snapshot {
+	s := trainjob.Snapshot{TrainJob: tj, Now: p.clock.Now()}
 	pods := &corev1.PodList{}
-	if err := p.cache.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: tj.Name}); err != nil {
-		pods.Items = nil
+	if err := p.cache.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: tj.Name}); err == nil {
+		s.Pods = pods.Items
 	}
-	return trainjob.Observe(tj, pods.Items)
+	events := &corev1.EventList{}
+	if err := p.cache.List(ctx, events, client.InNamespace(tj.Namespace), client.MatchingFields{eventObjectName: tj.Name}); err == nil {
+		s.Events = events.Items
+	}
+	return s
 }
 
-func (p *Plugin) terminal(ctx context.Context, req *request, obs trainjob.Observation, held time.Duration) result {
-	if obs.Phase == trainjob.PhaseFailed {
-		obs = p.withTail(ctx, obs)
+// terminal answers a finished step: the failing node's log tail, and the delete a deadline
+// asks for. A delete that fails is retried by the next call (the reply is Pending).
+func (p *Plugin) terminal(ctx context.Context, req *request, v trainjob.Verdict, held time.Duration) result {
+	obs := p.tailer().WithTail(ctx, v)
+	if v.Delete {
+		if err := trainjob.DeleteWithRetry(ctx, p.api, obs.Namespace, obs.Name); err != nil {
+			return p.pending(req, obs.Name, fmt.Sprintf("%s; deleting it failed and is retried: %v", obs.Message, err))
+		}
+		if obs.Phase == trainjob.PhaseTimedOut {
+			obs.Message += "; it was deleted"
+		}
+		p.log.Info("deleted a TrainJob past a deadline", "trainjob", obs.Name, "reason", obs.Reason)
 	}
 	r := p.reply(req, obs, held)
-	if obs.CompletionTime != nil {
+	if obs.CompletionTime != nil && v.Reason != trainjob.ReasonTimeout && v.Reason != trainjob.ReasonStartTimeout {
 		d := p.clock.Since(*obs.CompletionTime)
 		r.notice = &d
 	}
 	return r
 }
 
-// timedOut ends a step past its timeout: the TrainJob is deleted unless the step keeps it.
-func (p *Plugin) timedOut(ctx context.Context, req *request, tj *trainer.TrainJob, obs trainjob.Observation, held time.Duration) result {
-	obs.Phase, obs.Reason = trainjob.PhaseTimedOut, "Timeout"
-	obs.Message = fmt.Sprintf("TrainJob %s did not finish within %s", tj.Name, req.Timeout)
-	now := p.clock.Now()
-	obs.CompletionTime = &now
-	if req.Spec.KeepOnTimeout {
-		obs.Message += "; it was kept (keepOnTimeout) and may still be running"
-	} else if err := trainjob.Delete(ctx, p.api, tj.Namespace, tj.Name); err != nil {
-		return p.pending(req, tj.Name, err.Error()) // the next call tries again
-	} else {
-		obs.Message += "; it was deleted"
-		p.log.Info("deleted a TrainJob past its timeout", "trainjob", tj.Name, "timeout", req.Timeout.String())
-	}
-	return p.reply(req, obs, held)
+func (p *Plugin) tailer() trainjob.Tailer {
+	return trainjob.Tailer{Logs: p.logs, Pods: p.api}
 }
 
-// withTail adds the failing node's last log lines to the message.
-func (p *Plugin) withTail(ctx context.Context, obs trainjob.Observation) trainjob.Observation {
-	if obs.FailedPod == "" {
-		pods := &corev1.PodList{}
-		if err := p.api.List(ctx, pods, client.InNamespace(obs.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: obs.Name}); err == nil {
-			if tp := trainjob.TrainerPods(pods.Items, obs.Name); len(tp) > 0 {
-				obs.FailedPod = tp[0].Name
-				for _, pod := range tp {
-					if pod.Status.Phase == corev1.PodFailed {
-						obs.FailedPod = pod.Name
-						break
-					}
-				}
-			}
-		}
+// inProgress answers a running step. A node its Job is retrying is named with its log tail,
+// read once per failed pod (a failed pod's log does not change).
+func (p *Plugin) inProgress(ctx context.Context, req *request, v trainjob.Verdict, held time.Duration) result {
+	obs := v.Observation
+	if v.TailPod != "" {
+		obs = p.tails.WithTail(ctx, p.tailer(), v)
 	}
-	if obs.FailedPod == "" {
-		return obs
-	}
-	tail, err := p.logs.Tail(ctx, obs.Namespace, obs.FailedPod, trainjob.NodeContainer, trainjob.TailLines)
-	if err != nil {
-		obs.Message += fmt.Sprintf("\n(no log tail: %v)", err)
-		return obs
-	}
-	return obs.WithLogTail(obs.FailedPod, tail)
+	return p.reply(req, obs, held)
 }
 
 // reply renders an observation: phase, message and every core output as a parameter.
@@ -266,10 +243,6 @@ func (p *Plugin) reply(req *request, obs trainjob.Observation, held time.Duratio
 		r.reply.Requeue = &metav1.Duration{Duration: p.opts.Requeue}
 	}
 	return r
-}
-
-func (p *Plugin) inProgress(req *request, obs trainjob.Observation, held time.Duration) result {
-	return p.reply(req, obs, held)
 }
 
 // pending is a reply for trouble that may pass (an API error): the agent calls again.

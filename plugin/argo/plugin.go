@@ -47,7 +47,11 @@ type Plugin struct {
 	held    chan struct{}
 	waiters *waiters
 	reaper  *reaper
+	tails   *trainjob.Tails
 }
+
+// eventObjectName indexes cached Events by the TrainJob they are about.
+const eventObjectName = "involvedObject.name"
 
 // New builds the plugin from a cluster config. It reads the token file once, so a sidecar that
 // cannot read it fails at start with a message naming the fix.
@@ -93,13 +97,20 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 		clock:   clock.RealClock{},
 		held:    make(chan struct{}, max(opts.MaxHeld, 0)),
 		waiters: newWaiters(),
+		tails:   trainjob.NewTails(),
+	}
+	if err := c.IndexField(context.Background(), &corev1.Event{}, eventObjectName, func(o client.Object) []string {
+		return []string{o.(*corev1.Event).InvolvedObject.Name}
+	}); err != nil {
+		return nil, fmt.Errorf("indexing Events: %w", err)
 	}
 	p.reaper = newReaper(opts.Namespace, c, api, opts.Logger)
 	return p, nil
 }
 
 // cacheOptions keeps the cache to what the plugin reads: its namespace's trainstep TrainJobs
-// made by this face, the pods of JobSets, the runtimes and the Workflows (one, if named).
+// made by this face, the pods of JobSets, Events about TrainJobs (the Trainer's
+// TrainJobResourcesCreationFailed), the runtimes and the Workflows (one, if named).
 func cacheOptions(scheme *runtime.Scheme, opts Options) cache.Options {
 	jobs := labels.SelectorFromSet(labels.Set{trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine})
 	podReq, _ := labels.NewRequirement(trainjob.LabelJobSetName, selection.Exists, nil)
@@ -114,6 +125,7 @@ func cacheOptions(scheme *runtime.Scheme, opts Options) cache.Options {
 			&trainer.TrainJob{}: {Label: jobs},
 			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*podReq)},
 			&wfv1.Workflow{}:    wf,
+			&corev1.Event{}:     {Field: fields.OneTermEqualSelector("involvedObject.kind", trainer.TrainJobKind)},
 		},
 	}
 }

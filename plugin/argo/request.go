@@ -186,3 +186,12 @@ func (r *request) identity() trainjob.Identity {
 		Owner:    workflowOwner(r.Workflow.Name, r.Workflow.UID),
 	}
 }
+
+// deadlines are the step's bounds for the core's follow policy.
+func (r *request) deadlines() trainjob.Deadlines {
+	d := trainjob.Deadlines{Timeout: r.Timeout, KeepOnTimeout: r.Spec.KeepOnTimeout}
+	if r.Spec.StartTimeout != nil {
+		d.StartTimeout = r.Spec.StartTimeout.Duration
+	}
+	return d
+}

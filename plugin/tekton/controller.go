@@ -18,6 +18,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -134,6 +135,8 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(labels.Set{
 				trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine})},
 			&corev1.Pod{}: {Label: existsSelector(trainjob.LabelJobSetName)},
+			// Only Events about TrainJobs: the Trainer's TrainJobResourcesCreationFailed.
+			&corev1.Event{}: {Field: fields.OneTermEqualSelector("involvedObject.kind", trainer.TrainJobKind)},
 		},
 	}
 	if len(opts.Namespaces) > 0 {
@@ -206,6 +209,12 @@ func Setup(mgr manager.Manager, opts Options) error {
 		clock:     opts.Clock,
 		recorder:  mgr.GetEventRecorder(Name),
 		metrics:   m,
+		tails:     trainjob.NewTails(),
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Event{}, eventObjectName, func(o client.Object) []string {
+		return []string{o.(*corev1.Event).InvolvedObject.Name}
+	}); err != nil {
+		return fmt.Errorf("indexing Events: %w", err)
 	}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		run, ok := o.(*v1beta1.CustomRun)
@@ -216,6 +225,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		For(&v1beta1.CustomRun{}, builder.WithPredicates(ours)).
 		Owns(&trainer.TrainJob{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podOwner)).
+		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(r.eventOwner)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
 	if err != nil {
@@ -227,12 +237,24 @@ func Setup(mgr manager.Manager, opts Options) error {
 // podOwner maps a JobSet pod to the CustomRun that owns its TrainJob (pods carry the TrainJob
 // name as jobset-name; the TrainJob carries the controller reference to the CustomRun).
 func (r *Reconciler) podOwner(ctx context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[trainjob.LabelJobSetName]
+	return r.trainJobOwner(ctx, o.GetNamespace(), o.GetLabels()[trainjob.LabelJobSetName])
+}
+
+// eventOwner maps an Event about a TrainJob to the CustomRun that controls the TrainJob.
+func (r *Reconciler) eventOwner(ctx context.Context, o client.Object) []reconcile.Request {
+	e, ok := o.(*corev1.Event)
+	if !ok || e.InvolvedObject.Kind != trainer.TrainJobKind {
+		return nil
+	}
+	return r.trainJobOwner(ctx, e.Namespace, e.InvolvedObject.Name)
+}
+
+func (r *Reconciler) trainJobOwner(ctx context.Context, namespace, name string) []reconcile.Request {
 	if name == "" {
 		return nil
 	}
 	tj := &trainer.TrainJob{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, tj); err != nil {
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, tj); err != nil {
 		return nil
 	}
 	for _, ref := range tj.OwnerReferences {

@@ -40,7 +40,11 @@ type Reconciler struct {
 	clock     clock.PassiveClock
 	recorder  events.EventRecorder
 	metrics   *metrics
+	tails     *trainjob.Tails
 }
+
+// eventObjectName indexes cached Events by the TrainJob they are about.
+const eventObjectName = "involvedObject.name"
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
@@ -199,16 +203,15 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	}
 	id := identity(run)
 	name := id.Name()
-	timeout := attemptTimeout(run, spec)
-	if timeout > 0 {
-		if left := run.Status.StartTime.Add(timeout).Sub(s.now); left <= 0 {
-			return reconcile.Result{}, r.timedOut(ctx, s, name, timeout, spec.KeepOnTimeout)
-		}
-	}
+	d := deadlines(run, spec)
 
+	// The TrainJob is read before any deadline is checked: one that finished in time is
+	// reported as it finished however late this reconcile runs (a backlog, a restart, a new leader).
 	tj := &trainer.TrainJob{}
 	err = r.client.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, tj)
 	switch {
+	case apierrors.IsNotFound(err) && d.Timeout > 0 && !s.now.Before(d.Since.Add(d.Timeout)):
+		return reconcile.Result{}, r.timedOut(ctx, s, name, d.Timeout, spec.KeepOnTimeout)
 	case apierrors.IsNotFound(err):
 		// Planned only when there is a TrainJob to create: a running job is not failed by a
 		// runtime edited after it started.
@@ -223,7 +226,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 		if err := r.ensureTrainJob(ctx, s, plan, id); err != nil {
 			return reconcile.Result{}, err
 		}
-		return r.requeueForTimeout(s, timeout), nil
+		return r.wakeAt(s, d.Since.Add(d.Timeout), d.Timeout > 0), nil
 	case err != nil:
 		return reconcile.Result{}, fmt.Errorf("reading TrainJob %s/%s from the cache: %w", run.Namespace, name, err)
 	}
@@ -233,20 +236,27 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 		return reconcile.Result{}, nil
 	}
 
-	pods := &corev1.PodList{}
-	if err := r.client.List(ctx, pods, client.InNamespace(run.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: name}); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", run.Namespace, name, err)
+	snap, err := r.snapshot(ctx, tj)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
-	obs := trainjob.Observe(tj, pods.Items)
-	r.metrics.setPhase(client.ObjectKeyFromObject(run), obs.Phase)
-	switch obs.Phase {
+	snap.Now = s.now
+	v := trainjob.Decide(snap, d)
+	r.metrics.setPhase(client.ObjectKeyFromObject(run), v.Phase)
+	if v.Delete {
+		if err := trainjob.DeleteWithRetry(ctx, r.client, run.Namespace, name); err != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting TrainJob %s/%s past a deadline: %w", run.Namespace, name, err)
+		}
+		s.event(corev1.EventTypeNormal, ReasonTrainJobDeletion, "Delete", fmt.Sprintf("deleted TrainJob %s: %s", name, v.Reason))
+	}
+	switch v.Phase {
 	case trainjob.PhaseSucceeded:
-		run.Status.Results = results(obs.Outputs())
-		s.finish(corev1.ConditionTrue, ReasonSucceeded, obs.Message)
-		r.noticed(s, obs)
+		run.Status.Results = results(v.Outputs())
+		s.finish(corev1.ConditionTrue, ReasonSucceeded, v.Message)
+		r.noticed(s, v.Observation)
 		return reconcile.Result{}, nil
 	case trainjob.PhaseFailed:
-		obs = r.withLogTail(ctx, obs)
+		obs := r.tailer().WithTail(ctx, v)
 		r.noticed(s, obs)
 		reason := obs.Reason
 		if reason == "" {
@@ -254,9 +264,46 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 		}
 		s.retryOrFail(reason, obs.Message)
 		return reconcile.Result{}, nil
+	case trainjob.PhaseTimedOut:
+		msg := fmt.Sprintf("attempt %d timed out after %s: %s", len(run.Status.RetriesStatus)+1, d.Timeout, v.Message)
+		if v.Delete {
+			msg += "; it was deleted"
+		}
+		s.retryOrFail(ReasonTimedOut, msg)
+		return reconcile.Result{}, nil
+	}
+	obs := v.Observation
+	if v.TailPod != "" {
+		obs = r.tails.WithTail(ctx, r.tailer(), v)
 	}
 	s.setUnknown(string(obs.Phase), obs.Message)
-	return r.requeueForTimeout(s, timeout), nil
+	return r.wakeAt(s, v.Wake, !v.Wake.IsZero()), nil
+}
+
+// snapshot is the TrainJob with its pods and the Events about it, as the cache has them.
+func (r *Reconciler) snapshot(ctx context.Context, tj *trainer.TrainJob) (trainjob.Snapshot, error) {
+	pods := &corev1.PodList{}
+	if err := r.client.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: tj.Name}); err != nil {
+		return trainjob.Snapshot{}, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
+	}
+	evs := &corev1.EventList{}
+	if err := r.client.List(ctx, evs, client.InNamespace(tj.Namespace), client.MatchingFields{eventObjectName: tj.Name}); err != nil {
+		return trainjob.Snapshot{}, fmt.Errorf("listing the Events of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
+	}
+	return trainjob.Snapshot{TrainJob: tj, Pods: pods.Items, Events: evs.Items}, nil
+}
+
+func (r *Reconciler) tailer() trainjob.Tailer {
+	return trainjob.Tailer{Logs: r.logs, Pods: r.apiReader}
+}
+
+// deadlines are the attempt's bounds, counted from its start.
+func deadlines(run *v1beta1.CustomRun, spec *step.Spec) trainjob.Deadlines {
+	d := trainjob.Deadlines{Timeout: attemptTimeout(run, spec), KeepOnTimeout: spec.KeepOnTimeout, Since: run.Status.StartTime.Time}
+	if spec.StartTimeout != nil {
+		d.StartTimeout = spec.StartTimeout.Duration
+	}
+	return d
 }
 
 func (r *Reconciler) noticed(s *state, obs trainjob.Observation) {
@@ -268,13 +315,13 @@ func (r *Reconciler) noticed(s *state, obs trainjob.Observation) {
 	}
 }
 
-// requeueForTimeout wakes the run when its attempt's timeout passes: a timer, not a poll —
-// every other change arrives through the CustomRun, TrainJob and pod watches.
-func (r *Reconciler) requeueForTimeout(s *state, timeout time.Duration) reconcile.Result {
-	if timeout <= 0 || s.run.Status.StartTime == nil {
+// wakeAt wakes the run when its next deadline passes: a timer, not a poll — every other change
+// arrives through the CustomRun, TrainJob, pod and Event watches.
+func (r *Reconciler) wakeAt(s *state, at time.Time, set bool) reconcile.Result {
+	if !set {
 		return reconcile.Result{}
 	}
-	return reconcile.Result{RequeueAfter: s.run.Status.StartTime.Add(timeout).Sub(s.now) + 10*time.Millisecond}
+	return reconcile.Result{RequeueAfter: max(at.Sub(s.now), 0) + 10*time.Millisecond}
 }
 
 // ensureTrainJob submits the attempt's TrainJob. The cache said it is not there; the
@@ -397,18 +444,6 @@ func (r *Reconciler) deleteTrainJob(ctx context.Context, s *state, name string) 
 	return nil
 }
 
-func (r *Reconciler) withLogTail(ctx context.Context, obs trainjob.Observation) trainjob.Observation {
-	if obs.FailedPod == "" {
-		return obs
-	}
-	tail, err := r.logs.Tail(ctx, obs.Namespace, obs.FailedPod, trainjob.NodeContainer, trainjob.TailLines)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).V(1).Info("no log tail for the failure message", "pod", obs.FailedPod, "error", err.Error())
-		return obs
-	}
-	return obs.WithLogTail(obs.FailedPod, tail)
-}
-
 // identity is the CustomRun's step: the run's UID (stable across controller restarts), its name
 // for a readable TrainJob name, and the attempt, len(status.retriesStatus).
 func identity(run *v1beta1.CustomRun) trainjob.Identity {
@@ -428,10 +463,13 @@ func identity(run *v1beta1.CustomRun) trainjob.Identity {
 	}
 }
 
-// attemptTimeout is the per-attempt bound: spec.timeout (Tekton's 60 minutes when unset, none
-// when 0), tightened by the step's own timeout if it sets one.
+// attemptTimeout is the per-attempt bound: spec.timeout (none when unset or 0), tightened by the
+// step's own timeout if it sets one.
 func attemptTimeout(run *v1beta1.CustomRun, spec *step.Spec) time.Duration {
-	t := time.Duration(v1beta1.DefaultTimeoutMinutes) * time.Minute
+	// No timeout of trainstep's own: Tekton leaves spec.timeout nil when the PipelineTask sets
+	// none, even under a PipelineRun timeout, and cancels the run itself when that passes. A
+	// training that is fine is not killed after an arbitrary 60 minutes.
+	var t time.Duration
 	if run.Spec.Timeout != nil {
 		t = run.Spec.Timeout.Duration
 	}

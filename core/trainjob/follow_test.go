@@ -1,0 +1,145 @@
+package trainjob
+
+import (
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+var t0 = time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+
+func followJob(conds ...metav1.Condition) *trainer.TrainJob {
+	return &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", CreationTimestamp: metav1.NewTime(t0)},
+		Spec:       trainer.TrainJobSpec{Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](2)}},
+		Status:     trainer.TrainJobStatus{Conditions: conds},
+	}
+}
+
+func at(c metav1.Condition, t time.Time) metav1.Condition {
+	c.LastTransitionTime = metav1.NewTime(t)
+	return c
+}
+
+func unschedulable(name string) corev1.Pod {
+	p := pod("job", NodeJob, 0, corev1.PodPending)
+	p.Name = name
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}}
+	return p
+}
+
+func failedNode(name string, created time.Time, code int32) corev1.Pod {
+	p := pod("job", NodeJob, 1, corev1.PodFailed)
+	p.Name, p.CreationTimestamp = name, metav1.NewTime(created)
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}}}}
+	return p
+}
+
+func imagePull() corev1.Pod {
+	p := pod("job", NodeJob, 1, corev1.PodPending)
+	p.Name = "job-node-0-1-pull"
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "node", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+		Reason: "ImagePullBackOff", Message: `Back-off pulling image "ghcr.io/x/missing:1"`}}}}
+	return p
+}
+
+func TestDecide(t *testing.T) {
+	complete := cond(trainer.TrainJobComplete, metav1.ConditionTrue, "AllJobsCompleted")
+	failed := cond(trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs")
+	hour := Deadlines{Timeout: time.Hour}
+	cases := map[string]struct {
+		snap      Snapshot
+		d         Deadlines
+		phase     Phase
+		reason    string
+		delete    bool
+		tailPod   string
+		inMessage []string
+		wake      time.Time
+	}{
+		"finished before the deadline, seen after it: the outcome wins": {
+			snap:  Snapshot{TrainJob: followJob(at(complete, t0.Add(59*time.Minute))), Now: t0.Add(3 * time.Hour)},
+			d:     hour,
+			phase: PhaseSucceeded, reason: "AllJobsCompleted",
+		},
+		"finished after the deadline: timed out, nothing left to delete": {
+			snap:  Snapshot{TrainJob: followJob(at(complete, t0.Add(61*time.Minute))), Now: t0.Add(2 * time.Hour)},
+			d:     hour,
+			phase: PhaseTimedOut, reason: ReasonTimeout, inMessage: []string{"after the step's timeout of 1h0m0s"},
+		},
+		"failed: the failing pod's tail is asked for": {
+			snap:  Snapshot{TrainJob: followJob(at(failed, t0.Add(time.Minute))), Pods: []corev1.Pod{failedNode("job-node-0-1-a", t0, 1)}, Now: t0.Add(2 * time.Minute)},
+			phase: PhaseFailed, reason: "FailedJobs", tailPod: "job-node-0-1-a",
+		},
+		"running past the deadline: timed out and deleted": {
+			snap:  Snapshot{TrainJob: followJob(), Now: t0.Add(time.Hour)},
+			d:     hour,
+			phase: PhaseTimedOut, reason: ReasonTimeout, delete: true, inMessage: []string{"did not finish within 1h0m0s"},
+		},
+		"past the deadline, kept": {
+			snap:  Snapshot{TrainJob: followJob(), Now: t0.Add(time.Hour)},
+			d:     Deadlines{Timeout: time.Hour, KeepOnTimeout: true},
+			phase: PhaseTimedOut, reason: ReasonTimeout, inMessage: []string{"kept (keepOnTimeout)"},
+		},
+		"deadlines start at Since when given": {
+			snap:  Snapshot{TrainJob: followJob(), Now: t0.Add(time.Hour)},
+			d:     Deadlines{Timeout: time.Hour, Since: t0.Add(30 * time.Minute)},
+			phase: PhasePending, wake: t0.Add(90 * time.Minute),
+		},
+		"unschedulable: the scheduler's words while pending": {
+			snap:  Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{unschedulable("job-node-0-0-x")}, Now: t0.Add(time.Minute)},
+			d:     Deadlines{Timeout: time.Hour, StartTimeout: 10 * time.Minute},
+			phase: PhasePending, wake: t0.Add(10 * time.Minute),
+			inMessage: []string{"node 0 (pod job-node-0-0-x) cannot be scheduled: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."},
+		},
+		"image pull back-off: the kubelet's words": {
+			snap:      Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{imagePull()}, Now: t0.Add(time.Minute)},
+			phase:     PhasePending,
+			inMessage: []string{`container node: ImagePullBackOff: Back-off pulling image "ghcr.io/x/missing:1"`},
+		},
+		"a node failing and retried: which node, exit code, attempt, and its log": {
+			snap: Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{failedNode("job-node-0-1-a", t0, 1), failedNode("job-node-0-1-b", t0.Add(time.Second), 137)},
+				Now: t0.Add(time.Minute)},
+			phase: PhasePending, tailPod: "job-node-0-1-b",
+			inMessage: []string{"node 1 (pod job-node-0-1-b) failed (exit code 137), attempt 2; the Job is retrying it"},
+		},
+		"start timeout: failed with the cause, deleted": {
+			snap:  Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{unschedulable("job-node-0-0-x")}, Now: t0.Add(10 * time.Minute)},
+			d:     Deadlines{StartTimeout: 10 * time.Minute},
+			phase: PhaseFailed, reason: ReasonStartTimeout, delete: true,
+			inMessage: []string{"did not start within 10m0s (startTimeout)", "Insufficient nvidia.com/gpu"},
+		},
+		"start timeout does not fail a job held by a queue": {
+			snap:  Snapshot{TrainJob: func() *trainer.TrainJob { j := followJob(); j.Spec.Suspend = ptr.To(true); return j }(), Now: t0.Add(time.Hour)},
+			d:     Deadlines{StartTimeout: 10 * time.Minute},
+			phase: PhaseSuspended,
+		},
+		"the Trainer's resource-creation Event, while pending": {
+			snap: Snapshot{TrainJob: followJob(), Now: t0.Add(time.Minute), Events: []corev1.Event{{
+				InvolvedObject: corev1.ObjectReference{Kind: trainer.TrainJobKind, Name: "job"}, Reason: ReasonResourcesCreationFailed,
+				Message: `admission webhook "vjobset.kb.io" denied the request: will exceed 63 characters`}}},
+			phase: PhasePending, reason: ReasonResourcesCreationFailed, inMessage: []string{"will exceed 63 characters"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := Decide(tc.snap, tc.d)
+			assert.Equal(t, tc.phase, v.Phase, v.Message)
+			if tc.reason != "" {
+				assert.Equal(t, tc.reason, v.Reason)
+			}
+			assert.Equal(t, tc.delete, v.Delete)
+			assert.Equal(t, tc.tailPod, v.TailPod)
+			assert.Equal(t, tc.wake, v.Wake)
+			for _, m := range tc.inMessage {
+				assert.Contains(t, v.Message, m)
+			}
+		})
+	}
+}
