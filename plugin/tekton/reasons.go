@@ -20,10 +20,12 @@ const (
 	ReasonWorkspaceNotSupported = "CustomRunWorkspaceNotSupported"
 	ReasonTrainJobDeleted       = "TrainJobDeleted"
 	ReasonNameTaken             = "TrainJobNameTaken"
-	ReasonCancelled             = "CustomRunCancelled"
-	ReasonTimedOut              = "CustomRunTimedOut"
-	ReasonTrainJobCreated       = "TrainJobCreated"
-	ReasonTrainJobDeletion      = "TrainJobDeleted"
+	// ReasonForbidden: the controller's RBAC does not let it create the TrainJob.
+	ReasonForbidden        = "TrainJobForbidden"
+	ReasonCancelled        = "CustomRunCancelled"
+	ReasonTimedOut         = "CustomRunTimedOut"
+	ReasonTrainJobCreated  = "TrainJobCreated"
+	ReasonTrainJobDeletion = "TrainJobDeleted"
 )
 
 // maxMessage bounds a condition message; the log tail is at the end, so the middle goes.

@@ -347,6 +347,11 @@ func (r *Reconciler) ensureTrainJob(ctx context.Context, s *state, plan *trainjo
 			s.finish(corev1.ConditionFalse, ReasonNameTaken, err.Error())
 			return nil
 		}
+		if apierrors.IsForbidden(err) {
+			// Retrying cannot help: say what is missing now instead of "planning" until a timeout.
+			s.finish(corev1.ConditionFalse, ReasonForbidden, fmt.Sprintf("the controller may not create the TrainJob; grant its ServiceAccount the rules in manifests/tekton/rbac.yaml: %v", err))
+			return nil
+		}
 		return fmt.Errorf("submitting the TrainJob: %w", err)
 	}
 	s.extra.TrainJob = tj.Name

@@ -50,7 +50,10 @@ func TestEveryTrainerSubmits(t *testing.T) {
 				assert.Equal(t, []string{"--epochs", "3"}, tr.Args)
 			}},
 		"TorchTuneTrainer": {step: "framework: torchtune\nruntime: {name: torchtune-llama3.2-1b}\ntrainer: {epochs: 1}\ninitializer: {dataset: {storageUri: 'hf://tatsu-lab/alpaca'}}", runtime: "torchtune-llama3.2-1b",
-			check: func(t *testing.T, tr *trainer.Trainer) { assert.Contains(t, tr.Command, "epochs=1") }},
+			check: func(t *testing.T, tr *trainer.Trainer) {
+				assert.Equal(t, []string{"tune", "run"}, tr.Command, "the Trainer's torchtune entry point, so its torchtune handling applies")
+				assert.Contains(t, tr.Args, "epochs=1")
+			}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // The controller runs with exactly the rights manifests/tekton/rbac.yaml grants: a success, a
@@ -22,6 +25,42 @@ import (
 func TestManifestRBACIsEnough(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
+	user := grantManifestRBAC(t, ns, nil)
+	cfg, err := env.UserConfig(user)
+	require.NoError(t, err)
+	startControllerAs(t, cfg, ns, func(o *tekton.Options) { o.LeaderElection, o.LeaderElectionNamespace = true, ns })
+
+	create(t, jaxRun(t, ns, "ok", "succeed"))
+	create(t, jaxRun(t, ns, "bad", "fail"))
+	held := create(t, jaxRun(t, ns, "held", "hold"))
+	waitRun(t, ns, "ok", succeeded(corev1.ConditionTrue, ""))
+	waitRun(t, ns, "bad", succeeded(corev1.ConditionFalse, "FailedJobs"))
+	waitRun(t, ns, "held", succeeded(corev1.ConditionUnknown, "Running"))
+	patchSpec(t, held, cancelPatch)
+	waitRun(t, ns, "held", succeeded(corev1.ConditionFalse, tekton.ReasonCancelled))
+}
+
+// Under OwnerReferencesPermissionEnforcement (the test apiserver runs with it, as OpenShift does)
+// a controller without update on customruns/finalizers may not set blockOwnerDeletion: the run
+// ends at once saying so, instead of "planning the TrainJob" until a timeout.
+func TestForbiddenCreateFinishesTheRun(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	user := grantManifestRBAC(t, ns, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "customruns/finalizers") })
+	cfg, err := env.UserConfig(user)
+	require.NoError(t, err)
+	startControllerAs(t, cfg, ns)
+	create(t, jaxRun(t, ns, "train", "succeed"))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, tekton.ReasonForbidden))
+	assert.Contains(t, run.Status.Succeeded().Message, "manifests/tekton/rbac.yaml")
+	assert.Contains(t, run.Status.Succeeded().Message, "finalizers")
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
+}
+
+// grantManifestRBAC binds a user of the namespace to the rules manifests/tekton/rbac.yaml grants,
+// less those drop selects, and returns the user.
+func grantManifestRBAC(t *testing.T, ns string, drop func(rbacv1.PolicyRule) bool) string {
+	t.Helper()
 	user := "trainstep-tekton-" + ns
 	f, err := os.Open("../../../manifests/tekton/rbac.yaml")
 	require.NoError(t, err)
@@ -42,6 +81,9 @@ func TestManifestRBACIsEnough(t *testing.T) {
 			cr := &rbacv1.ClusterRole{}
 			require.NoError(t, yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(cr))
 			cr.ObjectMeta = metav1.ObjectMeta{Name: user}
+			if drop != nil {
+				cr.Rules = slices.DeleteFunc(cr.Rules, drop)
+			}
 			require.NoError(t, c.Create(t.Context(), cr))
 			t.Cleanup(func() { _ = c.Delete(t.Context(), cr) })
 			crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user}, Subjects: subject,
@@ -57,18 +99,7 @@ func TestManifestRBACIsEnough(t *testing.T) {
 				Subjects: subject, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "leader-election"}}))
 		}
 	}
-	cfg, err := env.UserConfig(user)
-	require.NoError(t, err)
-	startControllerAs(t, cfg, ns, func(o *tekton.Options) { o.LeaderElection, o.LeaderElectionNamespace = true, ns })
-
-	create(t, jaxRun(t, ns, "ok", "succeed"))
-	create(t, jaxRun(t, ns, "bad", "fail"))
-	held := create(t, jaxRun(t, ns, "held", "hold"))
-	waitRun(t, ns, "ok", succeeded(corev1.ConditionTrue, ""))
-	waitRun(t, ns, "bad", succeeded(corev1.ConditionFalse, "FailedJobs"))
-	waitRun(t, ns, "held", succeeded(corev1.ConditionUnknown, "Running"))
-	patchSpec(t, held, cancelPatch)
-	waitRun(t, ns, "held", succeeded(corev1.ConditionFalse, tekton.ReasonCancelled))
+	return user
 }
 
 func yamlJSON(v map[string]any) ([]byte, error) { return json.Marshal(v) }

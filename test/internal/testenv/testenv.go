@@ -136,6 +136,9 @@ func configureAPIServer(env *envtest.Environment) {
 	// envtest defaults to RBAC today; say so, since the RBAC tests mean nothing without it.
 	// envtest's admin user is in system:masters, which RBAC always allows.
 	args.Set("authorization-mode", "RBAC")
+	// OpenShift's default: an owner reference with blockOwnerDeletion needs update on the owner's
+	// finalizers. Every face's RBAC is tested under it.
+	args.Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	// A graceful stop usually takes about a second, but with both cores busy (make test runs two
 	// suites at once) it has passed envtest's 20 s default, which envtest reports as an error
 	// after killing the process. Allow it longer; nothing waits on it but the suite's end.

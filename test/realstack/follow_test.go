@@ -1,0 +1,62 @@
+package realstack_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/trainstep/trainstep/internal/cli"
+	"github.com/trainstep/trainstep/test/internal/realstack"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+)
+
+// A pod the scheduler cannot place: the step says why while it waits, in the scheduler's words,
+// and startTimeout fails it with that cause and deletes the TrainJob.
+func TestStartTimeoutFailsAnUnschedulableStepWithTheCause(t *testing.T) {
+	ns := stack.Namespace(t)
+	r := executor(t, ns, fmt.Sprintf(`
+framework: torch
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: %d}
+  func: |
+    def train():
+        pass
+timeout: 5m
+startTimeout: 10s
+`, realstack.NodeGPUs*2))
+	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
+	assert.Equal(t, "Failed", r.outputs["phase"])
+	assert.Equal(t, "StartTimeout", r.outputs["reason"])
+	assert.Contains(t, r.outputs["message"], "did not start within 10s (startTimeout)")
+	assert.Contains(t, r.outputs["message"], "cannot be scheduled")
+	assert.Contains(t, r.outputs["message"], "Insufficient nvidia.com/gpu")
+	assert.Contains(t, r.stderr, "Insufficient nvidia.com/gpu", "the running message says why before the end")
+	require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0 },
+		timeout, interval, "the TrainJob must be deleted")
+}
+
+// A node that fails is retried by its Job for minutes (backoffLimit 6); meanwhile the step names
+// the node, its exit code and attempt, with the tail of its log read through pods/log.
+func TestRetriedNodeIsReportedWithItsExitCodeAndLog(t *testing.T) {
+	ns := stack.Namespace(t)
+	stack.SetNodeLog(t, "Traceback (most recent call last):", "RuntimeError: NCCL error: unhandled system error")
+	r := executor(t, ns, `
+framework: torch
+trainer:
+  numNodes: 2
+  env: {KWOK_FAIL: "1"}
+  func: |
+    def train():
+        raise SystemExit(1)
+timeout: 5m
+startTimeout: 20s
+`)
+	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
+	assert.Equal(t, "StartTimeout", r.outputs["reason"])
+	assert.Contains(t, r.stderr, "failed (exit code 1), attempt", "while the Job retries")
+	assert.Contains(t, r.stderr, "the Job is retrying it")
+	assert.Contains(t, r.outputs["message"], "RuntimeError: NCCL error: unhandled system error", "the failing node's log tail")
+}
