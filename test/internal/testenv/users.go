@@ -44,3 +44,20 @@ func (e *Env) writeAdminKubeconfig() (string, error) {
 	}
 	return path, nil
 }
+
+// UserKubeconfig writes a kubeconfig for user name in groups, for running a binary as that user.
+func (e *Env) UserKubeconfig(name string, groups ...string) (string, error) {
+	user, err := e.envtest.AddUser(envtest.User{Name: name, Groups: groups}, e.baseConfig())
+	if err != nil {
+		return "", fmt.Errorf("provisioning user %s: %w", name, err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return "", fmt.Errorf("rendering the kubeconfig of %s: %w", name, err)
+	}
+	path := filepath.Join(e.dir, name+".kubeconfig")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", fmt.Errorf("writing the kubeconfig of %s: %w", name, err)
+	}
+	return path, nil
+}
