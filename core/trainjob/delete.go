@@ -8,7 +8,6 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -22,24 +21,33 @@ func Delete(ctx context.Context, c client.Writer, namespace, name string) error 
 	return nil
 }
 
-// DeleteWithRetry deletes a TrainJob, retrying with backoff while the apiserver is unreachable
-// or busy, so a deadline that fires during an outage still stops the training once it is back.
-// It gives up when ctx ends, and at once on errors a retry cannot fix (forbidden, say).
+// deleteRetryFor is how long DeleteWithRetry keeps trying through an apiserver outage.
+const deleteRetryFor = 3 * time.Minute
+
+// DeleteWithRetry deletes a TrainJob, retrying with back-off (200 ms doubling to 10 s) for up to
+// deleteRetryFor while the apiserver is unreachable or busy, so a deadline that fires during an
+// outage still stops the training once it is back. It gives up at once on errors a retry cannot
+// fix (forbidden, say), and when ctx ends.
 func DeleteWithRetry(ctx context.Context, c client.Writer, namespace, name string) error {
-	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 8, Cap: 10 * time.Second}
-	var last error
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		last = Delete(ctx, c, namespace, name)
+	giveUp := time.Now().Add(deleteRetryFor)
+	delay := 200 * time.Millisecond
+	for {
+		err := Delete(ctx, c, namespace, name)
 		switch {
-		case last == nil:
-			return true, nil
-		case apierrors.IsForbidden(last), apierrors.IsUnauthorized(last), apierrors.IsInvalid(last):
-			return false, last
+		case err == nil:
+			return nil
+		case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsInvalid(err):
+			return err
+		case time.Now().After(giveUp):
+			return fmt.Errorf("gave up after %s: %w", deleteRetryFor, err)
 		}
-		return false, nil
-	})
-	if err != nil && last != nil {
-		return last
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (still retrying when the step ended: %w)", err, context.Cause(ctx))
+		case <-t.C:
+		}
+		delay = min(2*delay, 10*time.Second)
 	}
-	return err
 }

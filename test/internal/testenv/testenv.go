@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,10 @@ type Options struct {
 	ControllerManager bool
 	// CRDDirs are further directories of CRD manifests to install, e.g. Tekton's.
 	CRDDirs []string
+	// APIServerArgs are further kube-apiserver flags (name without dashes → value), for suites
+	// that need the apiserver configured their way (fault injection: no watch cache, frequent
+	// etcd compaction).
+	APIServerArgs map[string]string
 }
 
 // Env is a running control plane. Its fields are read-only after Start.
@@ -102,6 +107,9 @@ func (e *Env) start(ctx context.Context, assets string, opts Options) error {
 		ErrorIfCRDPathMissing: true,
 	}
 	configureAPIServer(e.envtest)
+	for k, v := range opts.APIServerArgs {
+		e.envtest.ControlPlane.GetAPIServer().Configure().Set(k, v)
+	}
 	cfg, err := e.envtest.Start()
 	if err != nil {
 		return fmt.Errorf("starting etcd and kube-apiserver from %s and installing CRDs: %w", assets, err)
@@ -187,4 +195,25 @@ func assetsDir(withControllerManager bool) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// APIServerAddr is kube-apiserver's host:port.
+func (e *Env) APIServerAddr() string {
+	return e.envtest.ControlPlane.APIServer.SecureServing.ListenAddr.HostPort()
+}
+
+// Via returns the admin config and a kubeconfig file that reach the apiserver through addr (a
+// fault proxy) instead of directly.
+func (e *Env) Via(addr string) (*rest.Config, string, error) {
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Host = "https://" + addr
+	b, err := os.ReadFile(e.Kubeconfig)
+	if err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(e.dir, "via-"+strings.ReplaceAll(addr, ":", "-")+".kubeconfig")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(b), e.APIServerAddr(), addr)), 0o600); err != nil {
+		return nil, "", err
+	}
+	return cfg, path, nil
 }

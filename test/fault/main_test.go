@@ -1,0 +1,78 @@
+// Package fault_test breaks things on purpose under the faces and checks that no training is
+// lost, duplicated or orphaned: a network partition long enough for etcd to compact past what a
+// face has seen (so its watch comes back to 410 Gone), and a kube-apiserver outage. The suite has
+// its own control plane (no watch cache, compaction every second) because it stops it.
+package fault_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/trainersim"
+)
+
+var (
+	env *testenv.Env
+	sim *trainersim.Simulator
+	c   client.Client
+	bin string
+)
+
+// hold keeps every TrainJob running until the test finishes it with sim.Finish.
+func hold(*trainer.TrainJob) trainersim.Behavior { return trainersim.Behavior{Mode: trainersim.Hold} }
+
+func TestMain(m *testing.M) {
+	testenv.QuietLogs()
+	dir, err := os.MkdirTemp("", "trainstep-fault-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "executor")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/executor").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the executor: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	crds, err := tektonCRDs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	opts := testenv.Options{ControllerManager: true, CRDDirs: []string{crds}, APIServerArgs: map[string]string{
+		// Watches go to etcd, and etcd forgets old revisions within seconds: a watch resumed from
+		// what a face saw before a partition gets 410 Gone, as on a busy production cluster.
+		"watch-cache":              "false",
+		"etcd-compaction-interval": "1s",
+	}}
+	code := testenv.Run(m, &env, opts, func(ctx context.Context, e *testenv.Env) (err error) {
+		if sim, err = trainersim.Start(ctx, e.Config, hold); err != nil {
+			return err
+		}
+		scheme, err := tekton.Scheme()
+		if err != nil {
+			return err
+		}
+		c, err = client.New(e.Config, client.Options{Scheme: scheme})
+		return err
+	})
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func tektonCRDs() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/tektoncd/pipeline").Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the github.com/tektoncd/pipeline module: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "config", "300-crds"), nil
+}
