@@ -114,7 +114,12 @@ func startTekton(t *testing.T, cfg *rest.Config, ns string) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the Tekton controller stopped with an error: %v", err)
+		}
+	})
 }
 
 func customRun(t *testing.T, ns, name string) {
