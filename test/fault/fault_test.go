@@ -307,3 +307,12 @@ func conditionTypes(tj trainer.TrainJob) string {
 	}
 	return strings.Join(out, ",")
 }
+
+func ready(url string) bool {
+	resp, err := http.Get(url) //nolint:noctx // a readiness probe in a test
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}

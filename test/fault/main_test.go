@@ -16,6 +16,8 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 	"github.com/trainstep/trainstep/test/internal/trainersim"
@@ -43,12 +45,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building the executor: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	crds, err := tektonCRDs()
+	tektonCRDs, err := moduleDir("github.com/tektoncd/pipeline", "config", "300-crds")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	opts := testenv.Options{ControllerManager: true, CRDDirs: []string{crds}, APIServerArgs: map[string]string{
+	argoCRDs, err := moduleDir("github.com/argoproj/argo-workflows/v3", "manifests", "base", "crds", "minimal")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	opts := testenv.Options{ControllerManager: true, CRDDirs: []string{tektonCRDs, argoCRDs}, APIServerArgs: map[string]string{
 		// Watches go to etcd, and etcd forgets old revisions within seconds: a watch resumed from
 		// what a face saw before a partition gets 410 Gone, as on a busy production cluster.
 		"watch-cache":              "false",
@@ -62,6 +69,9 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return err
 		}
+		if err := wfv1.AddToScheme(scheme); err != nil {
+			return err
+		}
 		c, err = client.New(e.Config, client.Options{Scheme: scheme})
 		return err
 	})
@@ -69,10 +79,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func tektonCRDs() (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/tektoncd/pipeline").Output()
+// moduleDir is a directory of a module go.mod requires, in the module cache.
+func moduleDir(module string, elem ...string) (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
 	if err != nil {
-		return "", fmt.Errorf("locating the github.com/tektoncd/pipeline module: %w", err)
+		return "", fmt.Errorf("locating the %s module (go mod download): %w", module, err)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "config", "300-crds"), nil
+	return filepath.Join(append([]string{strings.TrimSpace(string(out))}, elem...)...), nil
 }
