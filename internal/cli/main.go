@@ -45,7 +45,7 @@ func MainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCommand(&code, ov), newRuntimesCommand(), newTrainersCommand(), newArgoPluginCommand(), newTektonControllerCommand())
+	root.AddCommand(newRunCommand(&code, ov), newRuntimesCommand(), newTrainersCommand(), newArgoPluginCommand(), newArgoJanitorCommand(), newTektonControllerCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		if code == ExitSucceeded {

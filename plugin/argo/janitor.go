@@ -1,0 +1,106 @@
+package argo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+)
+
+// JanitorName names the janitor's controller, Lease and Events.
+const JanitorName = "trainstep-argo-janitor"
+
+// Janitor is the part of the Argo face that outlives any agent pod. The plugin lives in the
+// agent pod of one workflow and its reaper with it: when that pod is evicted or its node dies,
+// Argo fails the plugin's nodes (and a retryStrategy starts the next attempt) while the
+// TrainJobs train on. The Janitor runs once per cluster (manifests/argo/janitor.yaml) and
+// deletes every unfinished trainstep TrainJob whose Argo node is finished, or whose Workflow is
+// stopping or done: at most one attempt of a step trains, and nothing trains for a node Argo
+// has given up on.
+type Janitor struct {
+	client client.Client
+}
+
+var _ reconcile.Reconciler = (*Janitor)(nil)
+
+// SetupJanitor adds the Janitor to a manager whose scheme knows Workflows and TrainJobs.
+func SetupJanitor(mgr ctrl.Manager) error {
+	j := &Janitor{client: mgr.GetClient()}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(JanitorName).
+		For(&wfv1.Workflow{}).
+		Watches(&trainer.TrainJob{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			tj, ok := o.(*trainer.TrainJob)
+			if !ok {
+				return nil
+			}
+			if name := ownerWorkflow(tj); name != "" {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: tj.Namespace, Name: name}}}
+			}
+			return nil
+		})).
+		Complete(j)
+}
+
+// JanitorSelector is the TrainJobs the Janitor looks at: the Argo face's own.
+func JanitorSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine})
+}
+
+// Reconcile looks at one Workflow's unfinished TrainJobs.
+func (j *Janitor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	wf := &wfv1.Workflow{}
+	if err := j.client.Get(ctx, req.NamespacedName, wf); err != nil {
+		// A deleted Workflow takes its TrainJobs with it through their owner reference.
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	list := &trainer.TrainJobList{}
+	if err := j.client.List(ctx, list, client.InNamespace(wf.Namespace),
+		client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID), trainjob.LabelEngine: Engine}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing the TrainJobs of workflow %s: %w", req, err)
+	}
+	var errs []error
+	for i := range list.Items {
+		tj := &list.Items[i]
+		if tj.DeletionTimestamp != nil || trainjob.Observe(tj, nil).Phase.Terminal() {
+			continue
+		}
+		why := orphaned(wf, tj)
+		if why == "" {
+			continue
+		}
+		if err := trainjob.Delete(ctx, j.client, tj.Namespace, tj.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("deleted an orphaned TrainJob", "workflow", req.String(), "trainjob", tj.Name, "reason", why)
+	}
+	return reconcile.Result{}, errors.Join(errs...)
+}
+
+// orphaned says why an unfinished TrainJob must go, or "": its workflow is stopping or done, or
+// the Argo node it was made for has finished (failed when the agent was lost, say).
+func orphaned(wf *wfv1.Workflow, tj *trainer.TrainJob) string {
+	if why := stopping(wf); why != "" {
+		return why
+	}
+	key := tj.Annotations[trainjob.AnnotationStepKey]
+	if key == "" {
+		return ""
+	}
+	node := wf.Status.Nodes.FindByName(key)
+	if node == nil || !node.Phase.Fulfilled(nil) {
+		return ""
+	}
+	return fmt.Sprintf("its Argo node %s is %s: %s", key, node.Phase, node.Message)
+}
