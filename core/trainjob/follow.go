@@ -56,6 +56,9 @@ type Verdict struct {
 	TailPod string
 	// Wake is when to look again though nothing changed: the next deadline. Zero is never.
 	Wake time.Time
+	// Trouble says the message names why a job that is not running is not (a pod that cannot
+	// be scheduled, a node its Job is retrying): news a face should pass on at once.
+	Trouble bool
 }
 
 // Decide applies the policy to one snapshot. It is pure: the faces do the reading, the log
@@ -102,6 +105,7 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 	if len(trouble.Lines) > 0 && obs.Phase != PhaseRunning {
 		v.Message += "; " + strings.Join(trouble.Lines, "; ")
 		v.TailPod = trouble.Retrying
+		v.Trouble = true
 	}
 	// A Suspended job is held on purpose (Kueue, spec.suspend): it is not failing to start.
 	if !start.IsZero() && obs.Phase == PhasePending {

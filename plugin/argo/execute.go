@@ -109,19 +109,27 @@ func (p *Plugin) workflowStopping(ctx context.Context, req *request) string {
 }
 
 // follow applies the core's follow policy to the TrainJob as the cache has it and, while it runs,
-// holds the call open until it finishes, a deadline passes or HoldMax ends, whichever is first.
+// holds the call open until it finishes, a deadline passes, new trouble shows (a change to the
+// TrainJob, its pods or its Events wakes it) or HoldMax ends, whichever is first.
 // Only MaxHeld calls are held at once; the rest are answered at once with a requeue.
 func (p *Plugin) follow(ctx context.Context, req *request, tj *trainer.TrainJob) result {
 	key := types.NamespacedName{Namespace: tj.Namespace, Name: tj.Name}
 	start := p.clock.Now()
 	var changed <-chan struct{}
 	var hold <-chan time.Time
+	var first string // the message the call was held with
 	for {
 		v := trainjob.Decide(p.snapshot(ctx, tj), req.deadlines())
 		if v.Phase.Terminal() {
 			return p.terminal(ctx, req, v, p.clock.Since(start))
 		}
+		// New trouble (a pod that cannot be scheduled, a node failing) is answered at once, so
+		// the node says why while it waits rather than at the end of the hold.
+		if changed != nil && v.Trouble && v.Message != first {
+			return p.inProgress(ctx, req, v, p.clock.Since(start))
+		}
 		if changed == nil {
+			first = v.Message
 			if p.opts.HoldMax <= 0 || !p.acquire() {
 				return p.inProgress(ctx, req, v, p.clock.Since(start))
 			}

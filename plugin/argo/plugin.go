@@ -144,6 +144,30 @@ func (p *Plugin) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("watching TrainJobs: %w", err)
 	}
+	// A held call is also woken by its TrainJob's pods (the JobSet label names the TrainJob) and
+	// Events: the scheduler's or a failing node's news comes from them.
+	for obj, key := range map[client.Object]func(client.Object) string{
+		&corev1.Pod{}: func(o client.Object) string { return o.GetLabels()[trainjob.LabelJobSetName] },
+		&corev1.Event{}: func(o client.Object) string {
+			if e, ok := o.(*corev1.Event); ok {
+				return e.InvolvedObject.Name
+			}
+			return ""
+		},
+	} {
+		inf, err := p.cache.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+		notify := func(o any) { p.waiters.notifyFor(o, key) }
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    notify,
+			UpdateFunc: func(_, o any) { notify(o) },
+			DeleteFunc: notify,
+		}); err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+	}
 	if err := p.reaper.register(ctx); err != nil {
 		return err
 	}
@@ -241,6 +265,11 @@ func (w *waiters) add(key types.NamespacedName) (<-chan struct{}, func()) {
 }
 
 func (w *waiters) notify(obj any) {
+	w.notifyFor(obj, client.Object.GetName)
+}
+
+// notifyFor wakes the calls held on the TrainJob that name(obj) names, in obj's namespace.
+func (w *waiters) notifyFor(obj any, name func(client.Object) string) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -248,7 +277,10 @@ func (w *waiters) notify(obj any) {
 	if !ok {
 		return
 	}
-	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: name(o)}
+	if key.Name == "" {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for ch := range w.m[key] {

@@ -1,14 +1,10 @@
 package argo_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,11 +13,10 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/test/internal/argoharness"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
@@ -111,28 +106,19 @@ spec:
 `, url)
 }
 
-func submit(t *testing.T, manifest string) *wfv1.Workflow {
-	t.Helper()
-	wf := &wfv1.Workflow{}
-	require.NoError(t, yaml.UnmarshalStrict([]byte(manifest), wf))
-	wf.Namespace = Namespace
-	require.NoError(t, c.Create(t.Context(), wf))
-	return wf
-}
-
 // TestDAGSucceedsWithArgosOwnControllerAndAgent: preprocess (HTTP) → train (trainstep) →
 // evaluate (HTTP) reaches Succeeded, and the train step's outputs reach evaluate's request.
 func TestDAGSucceedsWithArgosOwnControllerAndAgent(t *testing.T) {
 	rec := &recorder{}
 	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
-	wf := submit(t, dagWorkflow(srv.URL))
-	runAgent(t, wf.Name)
+	wf := harness.Submit(t, dagWorkflow(srv.URL))
+	harness.RunAgent(t, wf.Name, e2eTimeout)
 
-	got := waitPhase(t, wf.Name, e2eTimeout)
-	require.Equal(t, wfv1.WorkflowSucceeded, got.Status.Phase, "%s\n%s", got.Status.Message, nodes(got))
+	got := harness.WaitPhase(t, wf.Name, e2eTimeout)
+	require.Equal(t, wfv1.WorkflowSucceeded, got.Status.Phase, "%s\n%s", got.Status.Message, argoharness.Nodes(got))
 	train := got.Status.Nodes.FindByDisplayName("train")
-	require.NotNil(t, train, nodes(got))
+	require.NotNil(t, train, argoharness.Nodes(got))
 	require.NotNil(t, train.Outputs)
 	var tjName string
 	for _, p := range train.Outputs.Parameters {
@@ -149,17 +135,14 @@ func TestDAGSucceedsWithArgosOwnControllerAndAgent(t *testing.T) {
 	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: Namespace, Name: tjName}, tj))
 	assert.Equal(t, wf.UID, tj.OwnerReferences[0].UID, "the Workflow owns the TrainJob")
 
-	procsMu.Lock()
-	pid := procs["plugin"]
-	procsMu.Unlock()
-	rss, peak, err := rssMB(pid)
+	rss, peak, err := argoharness.RSSMB(harness.PluginPID())
 	require.NoError(t, err)
 	t.Logf("plugin process (executor argo-plugin): RSS %.1f MB, peak %.1f MB", rss, peak)
 }
 
 // TestStoppedWorkflowLeavesNoTrainJob: `argo stop` (spec.shutdown: Stop) while the TrainJob runs.
 func TestStoppedWorkflowLeavesNoTrainJob(t *testing.T) {
-	wf := submit(t, `
+	wf := harness.Submit(t, `
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
 metadata: {generateName: train-stop-}
@@ -175,7 +158,7 @@ spec:
           labels: {sim-mode: hold}
           trainer: {numNodes: 1, func: "def train():\n    pass\n"}
 `)
-	runAgent(t, wf.Name)
+	harness.RunAgent(t, wf.Name, e2eTimeout)
 	var tj trainer.TrainJob
 	require.Eventually(t, func() bool {
 		l := &trainer.TrainJobList{}
@@ -192,127 +175,10 @@ spec:
 	cur.Spec.Shutdown = wfv1.ShutdownStrategyStop
 	require.NoError(t, c.Patch(t.Context(), cur, patch))
 
-	got := waitPhase(t, wf.Name, e2eTimeout)
-	assert.Equal(t, wfv1.WorkflowFailed, got.Status.Phase, nodes(got))
+	got := harness.WaitPhase(t, wf.Name, e2eTimeout)
+	assert.Equal(t, wfv1.WorkflowFailed, got.Status.Phase, argoharness.Nodes(got))
 	require.Eventually(t, func() bool {
 		l := &trainer.TrainJobList{}
 		return c.List(t.Context(), l, client.InNamespace(Namespace), client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)}) == nil && len(l.Items) == 0
 	}, testenv.Timeout, testenv.Interval, "TrainJob %s must be deleted", tj.Name)
-}
-
-func waitPhase(t *testing.T, name string, timeout time.Duration) *wfv1.Workflow {
-	t.Helper()
-	wf := &wfv1.Workflow{}
-	require.Eventually(t, func() bool {
-		return c.Get(t.Context(), client.ObjectKey{Namespace: Namespace, Name: name}, wf) == nil && wf.Status.Phase.Completed()
-	}, timeout, testenv.Interval, "workflow %s did not finish: %s %s", name, wf.Status.Phase, nodes(wf))
-	return wf
-}
-
-func nodes(wf *wfv1.Workflow) string {
-	var b strings.Builder
-	for _, n := range wf.Status.Nodes {
-		fmt.Fprintf(&b, "  %s %s %s: %s\n", n.DisplayName, n.Type, n.Phase, n.Message)
-	}
-	return b.String()
-}
-
-// runAgent waits for the agent pod the controller creates for the workflow and runs its
-// containers as local processes: `argoexec agent init` (writes the plugin's token), then
-// `argoexec agent main` (calls the plugin, patches the WorkflowTaskSet) until the workflow ends.
-func runAgent(t *testing.T, wfName string) {
-	t.Helper()
-	pod := &corev1.Pod{}
-	require.Eventually(t, func() bool {
-		l := &corev1.PodList{}
-		err := c.List(t.Context(), l, client.InNamespace(Namespace), client.MatchingLabels{
-			"workflows.argoproj.io/workflow": wfName, "workflows.argoproj.io/component": "agent"})
-		if err != nil || len(l.Items) == 0 {
-			return false
-		}
-		*pod = l.Items[0]
-		return true
-	}, e2eTimeout, testenv.Interval, "the controller must create the agent pod")
-
-	var initC, mainC *corev1.Container
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == "init" {
-			initC = &pod.Spec.InitContainers[i]
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == "main" {
-			mainC = &pod.Spec.Containers[i]
-		}
-	}
-	require.NotNil(t, initC, "agent pod %s has no init container", pod.Name)
-	require.NotNil(t, mainC, "agent pod %s has no main container", pod.Name)
-	var plugin *corev1.Container
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == "trainstep-executor-plugin" {
-			plugin = &pod.Spec.Containers[i]
-		}
-	}
-	require.NotNil(t, plugin, "the controller must inject the plugin sidecar from manifests/argo")
-
-	// The init container writes a fresh token for each agent pod; the plugin re-reads the file.
-	require.NoError(t, os.RemoveAll(tokenDir))
-	init := agentCommand(t.Context(), pod, initC)
-	out, err := init.CombinedOutput()
-	require.NoError(t, err, "argoexec agent init: %s", out)
-	_, err = os.Stat(tokenDir + "/token")
-	require.NoError(t, err, "argoexec agent init must write the plugin's token")
-
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	main := agentCommand(ctx, pod, mainC)
-	buf := &syncBuffer{}
-	main.Stdout, main.Stderr = buf, buf
-	logsMu.Lock()
-	logs["agent "+wfName] = buf
-	logsMu.Unlock()
-	require.NoError(t, main.Start())
-	done := make(chan error, 1)
-	go func() { done <- main.Wait() }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			t.Logf("argoexec agent main stopped: %v", err) // killed by cancel: an error is expected
-		case <-time.After(30 * time.Second):
-			t.Error("argoexec agent main did not stop")
-		}
-		if t.Failed() {
-			t.Logf("argoexec agent main:\n%s", tail(buf.String(), 40))
-		}
-	})
-}
-
-// agentCommand is a container of the agent pod as a local process: its args, its env (downward
-// API fields resolved from the pod) and the workflow ServiceAccount's kubeconfig.
-func agentCommand(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container) *exec.Cmd {
-	args := append([]string{}, ctr.Command...)
-	if len(args) > 0 {
-		args = args[1:] // argoexec
-	}
-	args = append(args, ctr.Args...)
-	args = append(args, "--kubeconfig", agentCfg)
-	cmd := exec.CommandContext(ctx, assets+"/argoexec", args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+agentCfg)
-	for _, e := range ctr.Env {
-		v := e.Value
-		if f := e.ValueFrom; f != nil && f.FieldRef != nil {
-			switch f.FieldRef.FieldPath {
-			case "metadata.name":
-				v = pod.Name
-			case "metadata.namespace":
-				v = pod.Namespace
-			}
-		}
-		cmd.Env = append(cmd.Env, e.Name+"="+v)
-	}
-	// The plugin listens on 127.0.0.1 here; in the pod it is localhost of the shared network.
-	cmd.Env = append(cmd.Env, "ARGO_POD_NAME="+pod.Name)
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 20 * time.Second
-	return cmd
 }

@@ -8,11 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+	"github.com/trainstep/trainstep/test/internal/tektonharness"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
@@ -20,57 +20,21 @@ import (
 // e2eTimeout allows for the Tekton controller's start-up and two real (local) training runs.
 const e2eTimeout = 3 * testenv.Timeout
 
-// pipelineRun creates a tekton.dev/v1 PipelineRun (the storage version: no conversion webhook
-// is needed) from YAML.
 func pipelineRun(t *testing.T, ns, y string) *unstructured.Unstructured {
 	t.Helper()
-	pr := &unstructured.Unstructured{}
-	require.NoError(t, yaml.Unmarshal([]byte(y), &pr.Object))
-	pr.SetNamespace(ns)
-	require.NoError(t, c.Create(t.Context(), pr))
-	return pr
+	return tektonharness.CreatePipelineRun(t, c, ns, y)
 }
 
 func getPR(ct require.TestingT, t *testing.T, ns, name string) *unstructured.Unstructured {
-	pr := &unstructured.Unstructured{}
-	pr.SetAPIVersion("tekton.dev/v1")
-	pr.SetKind("PipelineRun")
-	require.NoError(ct, c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, pr))
-	return pr
-}
-
-// succeededCondition returns the PipelineRun's Succeeded status and reason.
-func succeededCondition(pr *unstructured.Unstructured) (status, reason, message string) {
-	conds, _, _ := unstructured.NestedSlice(pr.Object, "status", "conditions")
-	for _, ci := range conds {
-		cm, _ := ci.(map[string]any)
-		if cm["type"] == "Succeeded" {
-			s, _ := cm["status"].(string)
-			r, _ := cm["reason"].(string)
-			m, _ := cm["message"].(string)
-			return s, r, m
-		}
-	}
-	return "", "", ""
+	return tektonharness.GetPipelineRun(ct, t, c, ns, name)
 }
 
 func waitPR(t *testing.T, ns, name, wantStatus, wantReason string) *unstructured.Unstructured {
 	t.Helper()
-	var pr *unstructured.Unstructured
-	ok := assert.EventuallyWithT(t, func(ct *assert.CollectT) {
-		pr = getPR(ct, t, ns, name)
-		s, r, _ := succeededCondition(pr)
-		assert.Equal(ct, wantStatus, s)
-		assert.Equal(ct, wantReason, r)
-	}, e2eTimeout, testenv.Interval)
-	if !ok {
-		b, _ := yaml.Marshal(pr.Object["status"])
-		t.Fatalf("PipelineRun %s/%s never reached %s/%s; status:\n%s", ns, name, wantStatus, wantReason, b)
-	}
-	return pr
+	return tektonharness.WaitPipelineRun(t, c, ns, name, wantStatus, wantReason, e2eTimeout)
 }
 
-const ref = "{apiVersion: " + tekton.APIVersion + ", kind: " + tekton.Kind + "}"
+const ref = tektonharness.Ref
 
 // A Pipeline of custom tasks only: train (xgboost, really run) → a second trainstep step fed by
 // the first one's results → a finally task; results flow task to task and into the Pipeline's.

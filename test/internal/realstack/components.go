@@ -59,14 +59,20 @@ func readObjects(pattern string) ([]*unstructured.Unstructured, error) {
 
 func (s *Stack) installCRDs(ctx context.Context) error {
 	m := filepath.Join(s.Assets, "manifests")
+	return s.InstallCRDs(ctx, filepath.Join(m, "trainer", "crds", "*.yaml"), filepath.Join(m, "jobset", "crds", "*.yaml"))
+}
+
+// InstallCRDs creates the CRDs of the files matching patterns (one already there is kept) and
+// waits until all are Established: an engine's own CRDs, e.g. Argo's or Tekton's.
+func (s *Stack) InstallCRDs(ctx context.Context, patterns ...string) error {
 	var names []string
-	for _, pattern := range []string{filepath.Join(m, "trainer", "crds", "*.yaml"), filepath.Join(m, "jobset", "crds", "*.yaml")} {
+	for _, pattern := range patterns {
 		objs, err := readObjects(pattern)
 		if err != nil {
 			return err
 		}
 		for _, o := range objs {
-			if err := s.Client.Create(ctx, o); err != nil {
+			if err := s.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("creating CRD %s: %w", o.GetName(), err)
 			}
 			names = append(names, o.GetName())

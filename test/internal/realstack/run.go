@@ -21,7 +21,19 @@ import (
 //	var stack *realstack.Stack
 //
 //	func TestMain(m *testing.M) { os.Exit(realstack.Run(m, &stack)) }
-func Run(m *testing.M, s **Stack) int {
+func Run(m *testing.M, s **Stack) int { return RunWith(m, s, nil) }
+
+// SetUp runs once the stack is up, before the tests: it starts what a suite adds to the stack
+// (an engine's controller, a face) and returns what stops it after the tests. ctx ends with the
+// set-up; what it starts must outlive it.
+type SetUp func(ctx context.Context, s *Stack) (tearDown func(), err error)
+
+// SetUpTimeout bounds a suite's SetUp.
+const SetUpTimeout = 10 * time.Minute
+
+// RunWith is Run with a SetUp between the start of the stack and the tests; an error from it
+// fails the suite (and keeps the stack's logs).
+func RunWith(m *testing.M, s **Stack, setUp SetUp) int {
 	ctrllog.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
@@ -51,7 +63,14 @@ func Run(m *testing.M, s **Stack) int {
 		case <-done:
 		}
 	}()
-	code := m.Run()
+	code := 1
+	tearDown, err := runSetUp(started, setUp)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "realstack: setting up the suite: %v\n", err)
+	} else {
+		code = m.Run()
+	}
+	tearDown()
 	close(done)
 	if code != 0 {
 		started.KeepLogs = true
@@ -63,4 +82,17 @@ func Run(m *testing.M, s **Stack) int {
 		}
 	}
 	return code
+}
+
+func runSetUp(s *Stack, setUp SetUp) (func(), error) {
+	if setUp == nil {
+		return func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), SetUpTimeout)
+	defer cancel()
+	tearDown, err := setUp(ctx, s)
+	if tearDown == nil {
+		tearDown = func() {}
+	}
+	return tearDown, err
 }

@@ -1,0 +1,378 @@
+// Package argoharness runs the Argo face with Argo's own code against any test apiserver (the
+// envtest bed of test/e2e/argo or the real stack of test/realstack/argo): the pinned
+// workflow-controller as a local process, the plugin's manifests from manifests/argo, the real
+// `executor argo-plugin` binary, and, since there is no kubelet that would run Argo's agent pod,
+// that pod's `argoexec agent` containers as local processes with the pod's own env. The plugin
+// and the agent authenticate as their ServiceAccounts, so manifests/argo's RBAC is exercised.
+//
+// argoexec hard-codes /var/run/argo (so this needs root) and the plugin listens on the port
+// manifests/argo names: one harness runs at a time on a machine, which Start ensures with a
+// file lock (go test runs packages in parallel).
+package argoharness
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/test/internal/kubeconfig"
+)
+
+// Namespace is where Argo's controller, the workflows and the plugin live (the manifests' own).
+const Namespace = "argo"
+
+// PluginAddr is the plugin's address: the first containerPort of manifests/argo/plugin.yaml.
+const PluginAddr = "127.0.0.1:7356"
+
+// TokenDir is where `argoexec agent init` writes the plugin's token (hard-coded in argoexec).
+const TokenDir = "/var/run/argo/trainstep-executor-plugin"
+
+// lockFile serialises harnesses across test binaries: they share TokenDir and PluginAddr.
+const lockFile = "/var/run/argo/.trainstep-argoharness.lock"
+
+// Poll is the interval of the harness's own waits.
+const Poll = 100 * time.Millisecond
+
+// Options says which apiserver to run against and as whom.
+type Options struct {
+	// Kubeconfig is an admin kubeconfig file, for the workflow-controller.
+	Kubeconfig string
+	// Config is an admin config, for the harness's client.
+	Config *rest.Config
+	// Scheme is the client's scheme; the Argo types are added to it.
+	Scheme *runtime.Scheme
+	// ServiceAccountConfig returns a config that authenticates as ServiceAccount Namespace/name;
+	// it is called after manifests/argo is applied, so the ServiceAccount exists.
+	ServiceAccountConfig func(ctx context.Context, name string) (*rest.Config, error)
+	// ReadyTimeout bounds the wait for the plugin's /readyz.
+	ReadyTimeout time.Duration
+}
+
+// Harness is a running workflow-controller and plugin.
+type Harness struct {
+	// Client is an admin client that knows the Argo types.
+	Client client.Client
+	// Assets is ARGO_ASSETS: workflow-controller, argoexec and crds/.
+	Assets string
+
+	workdir  string
+	agentCfg string // kubeconfig of the workflow ServiceAccount (the agent's identity)
+	cancel   context.CancelFunc
+	lock     *os.File
+	mu       sync.Mutex
+	logs     map[string]*syncBuffer
+	pids     map[string]int
+	done     []chan struct{}
+}
+
+// AssetsDir returns ARGO_ASSETS after checking that it holds what the harness runs.
+func AssetsDir() (string, error) {
+	assets := os.Getenv("ARGO_ASSETS")
+	if assets == "" {
+		return "", errors.New("ARGO_ASSETS is not set: run `make test-assets` to build Argo's workflow-controller and argoexec, " +
+			"then set ARGO_ASSETS to their directory (`make test` does both)")
+	}
+	for _, f := range []string{"workflow-controller", "argoexec", "crds"} {
+		if _, err := os.Stat(filepath.Join(assets, f)); err != nil {
+			return "", fmt.Errorf("%s is missing from ARGO_ASSETS=%s: run `make test-assets`", f, assets)
+		}
+	}
+	return assets, nil
+}
+
+// CRDDir is the directory of Argo's CRDs in ARGO_ASSETS.
+func CRDDir(assets string) string { return filepath.Join(assets, "crds") }
+
+// Start takes the machine's Argo lock (waiting while another suite holds it, until ctx ends),
+// applies Argo's prerequisites and manifests/argo in Namespace, starts the workflow-controller
+// and the plugin binary, and returns once the plugin is ready. Argo's CRDs must be installed.
+// The processes run until Stop.
+func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = time.Minute
+	}
+	if err := wfv1.AddToScheme(opts.Scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(opts.Config, client.Options{Scheme: opts.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	procCtx, cancel := context.WithCancel(context.Background())
+	h := &Harness{Client: c, Assets: assets, cancel: cancel, logs: map[string]*syncBuffer{}, pids: map[string]int{}}
+	defer func() {
+		if err != nil {
+			h.Stop()
+		}
+	}()
+	if h.lock, err = acquireLock(ctx); err != nil {
+		return nil, err
+	}
+	if h.workdir, err = os.MkdirTemp("", "trainstep-argoharness-"); err != nil {
+		return nil, err
+	}
+	// Argo's prerequisites (docs/testing.md, "How each engine runs"), then the plugin's own manifests.
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
+		// No metrics server: its fixed port (9090) may be taken by another suite's controller.
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "workflow-controller-configmap"},
+			Data: map[string]string{"metricsConfig": "enabled: false\n", "telemetryConfig": "enabled: false\n"}},
+	} {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating %s: %w", obj.GetName(), err)
+		}
+	}
+	root, err := repoRoot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	manifests := filepath.Join(root, "manifests", "argo")
+	if err := h.apply(ctx, filepath.Join(manifests, "trainstep-executor-plugin-configmap.yaml"), filepath.Join(manifests, "rbac.yaml")); err != nil {
+		return nil, err
+	}
+	pluginCfg, err := h.serviceAccountKubeconfig(ctx, opts, "trainstep-executor-plugin")
+	if err != nil {
+		return nil, err
+	}
+	if h.agentCfg, err = h.serviceAccountKubeconfig(ctx, opts, "trainstep-workflow"); err != nil {
+		return nil, err
+	}
+
+	// The controller.
+	if err := h.startProcess(procCtx, "workflow-controller", []string{
+		"LEADER_ELECTION_IDENTITY=trainstep-e2e", "ARGO_EXECUTOR_PLUGINS=true", "DEFAULT_REQUEUE_TIME=1s", "ARGO_AGENT_PATCH_RATE=1s",
+	}, filepath.Join(assets, "workflow-controller"), "--kubeconfig", opts.Kubeconfig, "--namespaced", "--namespace", Namespace,
+		"--executor-image", "quay.io/argoproj/argoexec:v3.7.3", "--loglevel", "info"); err != nil {
+		return nil, err
+	}
+
+	// The plugin: the real binary, with the token file the agent's init container writes.
+	bin := filepath.Join(h.workdir, "executor")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, filepath.Join(root, "cmd", "executor"))
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building the executor: %w\n%s", err, out)
+	}
+	if err := os.MkdirAll(TokenDir, 0o770); err != nil {
+		return nil, fmt.Errorf("creating %s (argoexec hard-codes it; run as root): %w", TokenDir, err)
+	}
+	if err := os.WriteFile(filepath.Join(TokenDir, "token"), []byte("placeholder"), 0o440); err != nil {
+		return nil, err
+	}
+	if err := h.startProcess(procCtx, "plugin", nil, bin, "argo-plugin", "--kubeconfig", pluginCfg, "--namespace", Namespace,
+		"--addr", PluginAddr, "--token-file", filepath.Join(TokenDir, "token"), "--hold-max", "10s", "--requeue", "1s"); err != nil {
+		return nil, err
+	}
+	// Ready: listening, and the informers have listed (with the plugin ServiceAccount's RBAC).
+	deadline := time.Now().Add(opts.ReadyTimeout)
+	for {
+		ok, err := ready(ctx)
+		if ok {
+			return h, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the plugin did not become ready at %s: %w\n%s", PluginAddr, err, tail(h.log("plugin"), 30))
+		}
+		time.Sleep(Poll) // polling a subprocess's readiness: nothing to wait on
+	}
+}
+
+func ready(ctx context.Context) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+PluginAddr+"/readyz", http.NoBody)
+	if err != nil {
+		return false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("/readyz: %s", resp.Status)
+	}
+	return true, nil
+}
+
+// Stop ends the processes (interrupt, then kill after a delay), removes the token and the work
+// directory, and releases the lock.
+func (h *Harness) Stop() {
+	h.cancel()
+	for _, d := range h.done {
+		<-d
+	}
+	if h.workdir != "" {
+		_ = os.RemoveAll(h.workdir)
+	}
+	if h.lock != nil { // the token is another suite's while it holds the lock
+		if err := os.RemoveAll(TokenDir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		releaseLock(h.lock)
+	}
+}
+
+// DumpLogs writes the end of every process's output (for a failed suite).
+func (h *Harness) DumpLogs(w io.Writer) {
+	h.mu.Lock()
+	names := make([]string, 0, len(h.logs))
+	for n := range h.logs {
+		names = append(names, n)
+	}
+	h.mu.Unlock()
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "----- %s -----\n%s\n", n, tail(h.log(n), 60))
+	}
+}
+
+func (h *Harness) log(name string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if b := h.logs[name]; b != nil {
+		return b.String()
+	}
+	return ""
+}
+
+// PluginPID is the process id of the plugin binary.
+func (h *Harness) PluginPID() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pids["plugin"]
+}
+
+func repoRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the trainstep module: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// apply creates every object of the files in Namespace.
+func (h *Harness) apply(ctx context.Context, files ...string) error {
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return fmt.Errorf("reading %s: %w", f, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if u.GetKind() != "ClusterRole" && u.GetKind() != "ClusterRoleBinding" {
+				u.SetNamespace(Namespace)
+			}
+			if err := h.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating %s %s from %s: %w", u.GetKind(), u.GetName(), f, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (h *Harness) serviceAccountKubeconfig(ctx context.Context, opts Options, sa string) (string, error) {
+	cfg, err := opts.ServiceAccountConfig(ctx, sa)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(h.workdir, sa+".kubeconfig")
+	return path, kubeconfig.Write(cfg, Namespace, path)
+}
+
+// startProcess runs a long-lived process until ctx ends, its output kept for failure reports.
+func (h *Harness) startProcess(ctx context.Context, name string, extraEnv []string, bin string, args ...string) error {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), extraEnv...)
+	buf := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = buf, buf
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 20 * time.Second
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.logs[name] = buf
+	h.pids[name] = cmd.Process.Pid
+	h.done = append(h.done, done)
+	h.mu.Unlock()
+	go func() { _ = cmd.Wait(); close(done) }()
+	return nil
+}
+
+// RSSMB is a process's resident set size and its peak, from /proc.
+func RSSMB(pid int) (rss, peak float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		for key, dst := range map[string]*float64{"VmRSS:": &rss, "VmHWM:": &peak} {
+			if v, ok := strings.CutPrefix(line, key); ok {
+				var kb float64
+				if _, err := fmt.Sscanf(strings.TrimSpace(v), "%f kB", &kb); err == nil {
+					*dst = kb / 1024
+				}
+			}
+		}
+	}
+	return rss, peak, nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// syncBuffer is a bytes.Buffer a process writes while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

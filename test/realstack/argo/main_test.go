@@ -1,0 +1,59 @@
+// Package argo_test runs the Argo face against the real Trainer stack: Argo's own
+// workflow-controller and agent (test/internal/argoharness) with the real `executor argo-plugin`
+// binary, on the real stack of test/internal/realstack (the Trainer and JobSet managers with
+// their webhooks, the Job controller, kube-scheduler and kwok Nodes). The plugin and the agent
+// authenticate with ServiceAccount tokens from the TokenRequest API, and the apiserver
+// authorizes with Node,RBAC, so manifests/argo's RBAC is what they have.
+package argo_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/trainstep/trainstep/test/internal/argoharness"
+	"github.com/trainstep/trainstep/test/internal/realstack"
+)
+
+var (
+	stack   *realstack.Stack
+	harness *argoharness.Harness
+)
+
+// tokenSeconds is how long the ServiceAccount tokens live: longer than the suite.
+const tokenSeconds = 2 * 60 * 60
+
+func TestMain(m *testing.M) {
+	// Missing Argo assets fail the suite before the stack starts, never skip it.
+	if _, err := argoharness.AssetsDir(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(realstack.RunWith(m, &stack, setUp))
+}
+
+func setUp(ctx context.Context, s *realstack.Stack) (func(), error) {
+	assets, err := argoharness.AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.InstallCRDs(ctx, filepath.Join(argoharness.CRDDir(assets), "*.yaml")); err != nil {
+		return nil, err
+	}
+	harness, err = argoharness.Start(ctx, argoharness.Options{
+		Kubeconfig: s.Kubeconfig, Config: s.Config, Scheme: s.Scheme,
+		ServiceAccountConfig: func(ctx context.Context, sa string) (*rest.Config, error) {
+			return s.ServiceAccountConfig(ctx, argoharness.Namespace, sa, tokenSeconds)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		harness.Stop()
+	}, nil
+}
