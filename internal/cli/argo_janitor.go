@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -19,15 +18,7 @@ import (
 
 // newArgoJanitorCommand runs the Argo face's cluster-level janitor (plugin/argo Janitor).
 func newArgoJanitorCommand() *cobra.Command {
-	var (
-		kube                    kubeFlags
-		namespaces              []string
-		metricsAddr, probeAddr  string
-		leaderElect             bool
-		leaderElectionNamespace string
-		zapOpts                 zap.Options
-		logFormat               string
-	)
+	var c controllerFlags
 	cmd := &cobra.Command{
 		Use:   "argo-janitor",
 		Short: "Delete trainstep TrainJobs whose Argo node or Workflow has finished (the agent pod that would have is gone)",
@@ -37,9 +28,8 @@ a retryStrategy starts the next attempt while the old TrainJob trains on. The ja
 unfinished trainstep TrainJob whose Argo node is finished or whose Workflow is stopping or done.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			zapOpts.Development = logFormat == "text"
-			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(cmd.ErrOrStderr())))
-			cfg, err := kube.restConfig()
+			c.setLogger(cmd.ErrOrStderr())
+			cfg, err := c.restConfig()
 			if err != nil {
 				return err
 			}
@@ -51,20 +41,20 @@ unfinished trainstep TrainJob whose Argo node is finished or whose Workflow is s
 			cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 				&trainer.TrainJob{}: {Label: argo.JanitorSelector()},
 			}}
-			if len(namespaces) > 0 {
+			if len(c.namespaces) > 0 {
 				cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-				for _, ns := range namespaces {
+				for _, ns := range c.namespaces {
 					cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 				}
 			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme:                        scheme,
 				Cache:                         cacheOpts,
-				Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
-				HealthProbeBindAddress:        probeAddr,
-				LeaderElection:                leaderElect,
+				Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
+				HealthProbeBindAddress:        c.probeAddr,
+				LeaderElection:                c.leaderElect,
 				LeaderElectionID:              argo.JanitorName,
-				LeaderElectionNamespace:       leaderElectionNamespace,
+				LeaderElectionNamespace:       c.leaderElectionNamespace,
 				LeaderElectionReleaseOnCancel: true,
 			})
 			if err != nil {
@@ -79,19 +69,9 @@ unfinished trainstep TrainJob whose Argo node is finished or whose Workflow is s
 			if err := argo.SetupJanitor(mgr); err != nil {
 				return err
 			}
-			if err := mgr.Start(cmd.Context()); err != nil {
-				return fmt.Errorf("running the Argo janitor: %w", err)
-			}
-			return nil
+			return run(cmd.Context(), mgr, "Argo janitor")
 		},
 	}
-	f := cmd.Flags()
-	kube.bind(f)
-	f.StringSliceVar(&namespaces, "namespaces", nil, "watch only these namespaces (default: all)")
-	f.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "address of /metrics (0 turns it off)")
-	f.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0 turns them off)")
-	f.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so only one replica acts")
-	f.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
-	f.StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	c.bind(cmd.Flags(), "127.0.0.1:8080")
 	return cmd
 }
