@@ -57,21 +57,24 @@ func (s *syncBuffer) String() string {
 
 // cliRun is `executor run` as a pipeline's container step runs it.
 type cliRun struct {
+	cmd    *exec.Cmd
 	stderr syncBuffer
 	outDir string
 	code   chan int
 }
 
-func startCLI(t *testing.T, kubeconfig, ns, key, step string) *cliRun {
+func startCLI(t *testing.T, kubeconfig, ns, key, step string, extra ...string) *cliRun {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "step.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
 	r := &cliRun{outDir: filepath.Join(dir, "out"), code: make(chan int, 1)}
-	cmd := exec.CommandContext(t.Context(), bin, "run", "-f", file, "--kubeconfig", kubeconfig, "-n", ns,
-		"--step-key", key, "--owner-uid", ns, "--output-dir", r.outDir, "--no-logs")
+	args := append([]string{"run", "-f", file, "--kubeconfig", kubeconfig, "-n", ns,
+		"--step-key", key, "--owner-uid", ns, "--output-dir", r.outDir, "--no-logs"}, extra...)
+	cmd := exec.CommandContext(t.Context(), bin, args...)
 	cmd.Stdout, cmd.Stderr = &r.stderr, &r.stderr
 	require.NoError(t, cmd.Start())
+	r.cmd = cmd
 	go func() {
 		err := cmd.Wait()
 		var ee *exec.ExitError
@@ -98,6 +101,12 @@ func (r *cliRun) exit(t *testing.T) int {
 	}
 }
 
+// signal sends sig, as a pipeline engine does when it stops a step.
+func (r *cliRun) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	require.NoError(t, r.cmd.Process.Signal(sig))
+}
+
 func (r *cliRun) output(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(r.outDir, name))
@@ -105,22 +114,36 @@ func (r *cliRun) output(t *testing.T, name string) string {
 	return string(b)
 }
 
-// startTekton runs the Tekton face on cfg (direct, or through a fault proxy) for one namespace.
+// startTekton runs the Tekton face on cfg (direct, or through a fault proxy) for one namespace
+// until the test ends.
 func startTekton(t *testing.T, cfg *rest.Config, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	stopped := startTektonUntil(ctx, t, cfg, ns)
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+	})
+}
+
+// startTektonUntil runs the Tekton face until ctx ends; the channel closes once it has stopped.
+func startTektonUntil(ctx context.Context, t *testing.T, cfg *rest.Config, ns string) <-chan struct{} {
 	t.Helper()
 	mgr, err := tekton.New(cfg, tekton.Options{MetricsAddr: "0", ProbeAddr: "0", Namespaces: []string{ns},
 		Logs: sim.Logs, Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := mgr.Start(ctx); err != nil {
 			t.Errorf("the Tekton controller stopped with an error: %v", err)
 		}
-	})
+	}()
+	return stopped
 }
+
+// succeed finishes a held TrainJob successfully.
+var succeed = trainersim.Behavior{Mode: trainersim.Succeed}
 
 func customRun(t *testing.T, ns, name string) {
 	t.Helper()
@@ -165,7 +188,7 @@ func running(t *testing.T, ns string, n int, clis ...*cliRun) []trainer.TrainJob
 func finishAll(t *testing.T, tjs []trainer.TrainJob) {
 	t.Helper()
 	for _, tj := range tjs {
-		require.NoError(t, sim.Finish(t.Context(), tj.Namespace, tj.Name, trainersim.Behavior{Mode: trainersim.Succeed}))
+		require.NoError(t, sim.Finish(t.Context(), tj.Namespace, tj.Name, succeed))
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 
+	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 	"github.com/trainstep/trainstep/test/internal/trainersim"
@@ -30,8 +31,25 @@ var (
 	bin string
 )
 
-// hold keeps every TrainJob running until the test finishes it with sim.Finish.
-func hold(*trainer.TrainJob) trainersim.Behavior { return trainersim.Behavior{Mode: trainersim.Hold} }
+// fate is the TrainJob label (a step's labels) that tells the simulator what the job does:
+// succeed, fail, fail-first (attempt 0 fails, later ones succeed); anything else, or none, holds
+// it running until the test finishes it with sim.Finish.
+const fate = "fate"
+
+func decide(tj *trainer.TrainJob) trainersim.Behavior {
+	switch tj.Labels[fate] {
+	case "succeed":
+		return trainersim.Behavior{Mode: trainersim.Succeed}
+	case "fail":
+		return trainersim.Behavior{Mode: trainersim.Fail, Log: []string{"RuntimeError: soak failure"}}
+	case "fail-first":
+		if tj.Labels[trainjob.LabelAttempt] == "0" {
+			return trainersim.Behavior{Mode: trainersim.Fail, Log: []string{"RuntimeError: first attempt"}}
+		}
+		return trainersim.Behavior{Mode: trainersim.Succeed}
+	}
+	return trainersim.Behavior{Mode: trainersim.Hold}
+}
 
 func TestMain(m *testing.M) {
 	testenv.QuietLogs()
@@ -62,7 +80,7 @@ func TestMain(m *testing.M) {
 		"etcd-compaction-interval": "1s",
 	}}
 	code := testenv.Run(m, &env, opts, func(ctx context.Context, e *testenv.Env) (err error) {
-		if sim, err = trainersim.Start(ctx, e.Config, hold); err != nil {
+		if sim, err = trainersim.Start(ctx, e.Config, decide); err != nil {
 			return err
 		}
 		scheme, err := tekton.Scheme()
