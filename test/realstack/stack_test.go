@@ -82,7 +82,7 @@ type result struct {
 }
 
 // executor runs the real binary against the stack with KUBECONFIG, as a pipeline step would.
-func executor(t *testing.T, ns, step string) result {
+func executor(t *testing.T, ns, step string, extra ...string) result {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "step.yaml")
@@ -90,7 +90,7 @@ func executor(t *testing.T, ns, step string) result {
 	outDir := filepath.Join(dir, "outputs")
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "run", "--namespace", ns, "-f", file, "--output-dir", outDir)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"run", "--namespace", ns, "-f", file, "--output-dir", outDir}, extra...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
