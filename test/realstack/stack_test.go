@@ -3,6 +3,7 @@ package realstack_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -96,7 +97,8 @@ func executor(t *testing.T, ns, step string, extra ...string) result {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	r := result{stdout: stdout.String(), stderr: stderr.String(), outputs: map[string]string{}}
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		r.code = ee.ExitCode()
 	} else {
 		require.NoError(t, err)

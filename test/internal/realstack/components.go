@@ -104,7 +104,7 @@ func (s *Stack) installWebhooks(ctx context.Context, file string, port int, rena
 	for _, o := range objs {
 		whs, ok, err := unstructured.NestedSlice(o.Object, "webhooks")
 		if err != nil || !ok {
-			return fmt.Errorf("%s %s has no webhooks (%v)", o.GetKind(), o.GetName(), err)
+			return fmt.Errorf("%s %s has no webhooks (%w)", o.GetKind(), o.GetName(), err)
 		}
 		for i, w := range whs {
 			wh := w.(map[string]any)
@@ -290,7 +290,7 @@ func (s *Stack) Namespace(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := s.Client.Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
+		if err := client.IgnoreNotFound(s.Client.Delete(ctx, ns)); err != nil {
 			t.Errorf("deleting namespace %s: %v", ns.Name, err)
 		}
 	})

@@ -150,12 +150,12 @@ func Start(ctx context.Context) (_ *Stack, err error) {
 			// A process that died is often the cause even when another one was being waited on.
 			for _, p := range s.procs {
 				if exitErr := p.exitErr(); exitErr != nil && !strings.Contains(err.Error(), p.logPath) {
-					err = fmt.Errorf("%w\n%v\n%s", err, exitErr, p.tail())
+					err = fmt.Errorf("%w\n%w\n%s", err, exitErr, p.tail())
 				}
 			}
 			s.KeepLogs = true // the error points at them
 			if stopErr := s.Stop(); stopErr != nil {
-				err = fmt.Errorf("%w (and stopping: %v)", err, stopErr)
+				err = fmt.Errorf("%w (and stopping: %w)", err, stopErr)
 			}
 			err = fmt.Errorf("%w\n(all logs in %s)", err, s.LogDir)
 		}
@@ -246,8 +246,8 @@ func waitFor(ctx context.Context, p *process, what string, cond func(ctx context
 		}
 		ok, err := cond(ctx)
 		if err != nil {
-			last = err
-			return false, nil
+			last = err // not fatal: the condition is retried until the deadline
+			ok = false
 		}
 		return ok, nil
 	})
@@ -255,7 +255,7 @@ func waitFor(ctx context.Context, p *process, what string, cond func(ctx context
 		return nil
 	}
 	if last != nil {
-		err = fmt.Errorf("%w (last error: %v)", err, last)
+		err = fmt.Errorf("%w (last error: %w)", err, last)
 	}
 	tail := ""
 	if p != nil {
@@ -285,12 +285,12 @@ func freePorts(n int) ([]int, error) {
 
 func (s *Stack) startEtcd(ctx context.Context, port, peer int) error {
 	k8sDir, _ := AssetDirs()
-	client := fmt.Sprintf("http://127.0.0.1:%d", port)
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", port)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
 	p, err := s.start("etcd", filepath.Join(k8sDir, "etcd"), nil,
 		"--name=realstack",
 		"--data-dir="+filepath.Join(s.dir, "etcd"),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=realstack="+peerURL,
 		"--unsafe-no-fsync", // a test cluster: durability is not wanted, speed is
@@ -299,12 +299,12 @@ func (s *Stack) startEtcd(ctx context.Context, port, peer int) error {
 		return err
 	}
 	return waitFor(ctx, p, "etcd", func(ctx context.Context) (bool, error) {
-		return httpOK(ctx, http.DefaultClient, client+"/health")
+		return httpOK(ctx, http.DefaultClient, clientURL+"/health")
 	})
 }
 
 func httpOK(ctx context.Context, c *http.Client, url string) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return false, err
 	}
@@ -546,7 +546,7 @@ spec:
 				return false, err
 			}
 			if !nodeReady(n) {
-				return false, fmt.Errorf("Node %s is not Ready", name)
+				return false, fmt.Errorf("node %s is not Ready", name)
 			}
 			// The TaintNodesByCondition admission plugin adds not-ready at creation and only the
 			// node-lifecycle controller, not running here, would take it off.
