@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -91,7 +90,13 @@ func TestGeneratedValidStepsAreAccepted(t *testing.T) {
 			} else {
 				steps["four-nodes"] = four
 			}
-			var jobs []*trainer.TrainJob
+			// Both TrainJobs first, then the waits: they run side by side.
+			type submitted struct {
+				name     string
+				nodes    int32
+				wantPods int
+			}
+			var jobs []submitted
 			for key, yaml := range steps {
 				p, err := plan(t, ns, yaml)
 				require.NoError(t, err, yaml)
@@ -100,16 +105,18 @@ func TestGeneratedValidStepsAreAccepted(t *testing.T) {
 				require.LessOrEqual(t, len(tj.Name), trainjob.MaxNameLength)
 				created, _, err := trainjob.Submit(t.Context(), stack.Client, tj, id)
 				require.NoError(t, err, "the Trainer webhook refused a step trainstep accepts:\n%s", yaml)
-				jobs = append(jobs, created)
 				want := int(p.NumNodes())
 				for _, rj := range p.Runtime.ReplicatedJobs {
 					if strings.HasSuffix(rj.Name, "-initializer") {
 						want++
 					}
 				}
-				waitScheduled(t, ns, created.Name, want)
+				jobs = append(jobs, submitted{created.Name, p.NumNodes(), want})
+			}
+			for _, j := range jobs {
+				waitScheduled(t, ns, j.name, j.wantPods)
 				mu.Lock()
-				table = append(table, fmt.Sprintf("%s on %s, %d node(s), %d pods: %s", c.kind, c.runtime, p.NumNodes(), want, created.Name))
+				table = append(table, fmt.Sprintf("%s on %s, %d node(s), %d pods: %s", c.kind, c.runtime, j.nodes, j.wantPods, j.name))
 				mu.Unlock()
 			}
 			assert.Len(t, jobs, 2)

@@ -32,6 +32,7 @@ const (
 )
 
 func TestTrainerWebhookRejectsAnUnknownRuntime(t *testing.T) {
+	t.Parallel()
 	ns := stack.Namespace(t)
 	tj := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "no-runtime", Namespace: ns},
@@ -49,6 +50,7 @@ func TestTrainerWebhookRejectsAnUnknownRuntime(t *testing.T) {
 // and the JobSet is named after the TrainJob, so a long TrainJob name on a runtime with a
 // dataset-initializer stays Pending with an Event.
 func TestJobSetWebhookRefusesALongNameOnTheTorchTuneRuntime(t *testing.T) {
+	t.Parallel()
 	ns := stack.Namespace(t)
 	require.Contains(t, stack.Runtimes, "torchtune-llama3.2-1b")
 	tj := &trainer.TrainJob{
@@ -124,6 +126,7 @@ timeout: 3m
 `
 
 func TestExecutorRunsATorchStepToSucceeded(t *testing.T) {
+	t.Parallel()
 	ns := stack.Namespace(t)
 	r := executor(t, ns, torchStep)
 	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
@@ -200,6 +203,7 @@ timeout: 3m
 // than any Node has stays Pending, Unschedulable; the step is then interrupted, as a pipeline
 // engine would on cancel, and deletes its TrainJob.
 func TestStepAskingForMoreGPUsThanAnyNodeStaysUnschedulable(t *testing.T) {
+	t.Parallel()
 	ns := stack.Namespace(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "step.yaml")

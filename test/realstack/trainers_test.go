@@ -1,7 +1,6 @@
 package realstack_test
 
 import (
-	"sort"
 	"strings"
 	"testing"
 
@@ -67,15 +66,6 @@ func podScheduled(p *corev1.Pod) bool {
 	return false
 }
 
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // TestEveryTrainerKindSucceedsOnTheRealStack runs one step of every builtin trainer kind through
 // the real executor binary, the real Trainer and JobSet webhooks and controllers, the Job
 // controller and kube-scheduler, to Succeeded, and checks the pods each replicated job really
@@ -87,6 +77,8 @@ func TestEveryTrainerKindSucceedsOnTheRealStack(t *testing.T) {
 		args                []string
 		// pods per replicated job
 		pods map[string]int
+		// check, when set, looks further at what the Trainer made.
+		check func(t *testing.T, ns, name string, byJob map[string][]corev1.Pod)
 	}{
 		{name: "TorchTrainer", runtime: "torch-distributed", pods: map[string]int{"node": 2},
 			step: "framework: torch\ntrainer: {numNodes: 2, func: " + funcBody + "}"},
@@ -105,13 +97,14 @@ func TestEveryTrainerKindSucceedsOnTheRealStack(t *testing.T) {
 		{name: "CustomTrainerContainer", runtime: "torch-distributed", pods: map[string]int{"node": 2},
 			step: "trainer: {kind: CustomTrainerContainer, image: busybox:1.37, command: [sh, -c], args: ['echo hi'], numNodes: 2}"},
 		{name: "TorchTuneTrainerWithAPipelineStepKey", runtime: torchtuneRuntime,
-			args: []string{"--step-key", pipelineStepKey, "--owner-uid", pipelineOwnerUID},
-			pods: map[string]int{"dataset-initializer": 1, "model-initializer": 1, "node": 1},
-			step: "framework: torchtune\nruntime: {name: " + torchtuneRuntime + "}\ntrainer: {epochs: 1, batchSize: 2}"},
+			args:  []string{"--step-key", pipelineStepKey, "--owner-uid", pipelineOwnerUID},
+			pods:  map[string]int{"dataset-initializer": 1, "model-initializer": 1, "node": 1},
+			step:  "framework: torchtune\nruntime: {name: " + torchtuneRuntime + "}\ntrainer: {epochs: 1, batchSize: 2}",
+			check: assertTorchTuneRewrite},
 		{name: "InitializerOverridden", runtime: torchtuneRuntime,
 			args: []string{"--step-key", pipelineStepKey + "-init", "--owner-uid", pipelineOwnerUID},
 			pods: map[string]int{"dataset-initializer": 1, "model-initializer": 1, "node": 1},
-			step: initializerStepYAML},
+			step: initializerStepYAML, check: assertInitializerEnv},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -132,19 +125,16 @@ func TestEveryTrainerKindSucceedsOnTheRealStack(t *testing.T) {
 				got[k] = len(v)
 			}
 			assert.Equal(t, c.pods, got, "pods per replicated job")
+			if c.check != nil {
+				c.check(t, ns, name, byJob)
+			}
 		})
 	}
 }
 
-// TestInitializerEnvReachesTheInitializerPods: the step's initializer block replaces the
-// runtime's STORAGE_URI on the initializer pods the Trainer made, and adds its env.
-func TestInitializerEnvReachesTheInitializerPods(t *testing.T) {
-	t.Parallel()
-	ns := stack.Namespace(t)
-	r := executor(t, ns, initializerStepYAML+"timeout: 3m\n")
-	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
-	byJob := stepPods(t, ns, r.outputs["trainjob-name"])
-	require.Equal(t, []string{"dataset-initializer", "model-initializer", "node"}, keys(byJob))
+// assertInitializerEnv: the step's initializer block replaces the runtime's STORAGE_URI on the
+// initializer pods the Trainer made, and adds its env.
+func assertInitializerEnv(t *testing.T, _, _ string, byJob map[string][]corev1.Pod) {
 	env := func(p corev1.Pod) map[string]string {
 		m := map[string]string{}
 		for _, e := range p.Spec.Containers[0].Env {
@@ -152,6 +142,8 @@ func TestInitializerEnvReachesTheInitializerPods(t *testing.T) {
 		}
 		return m
 	}
+	require.Len(t, byJob["dataset-initializer"], 1)
+	require.Len(t, byJob["model-initializer"], 1)
 	assert.Equal(t, "hf://tatsu-lab/alpaca", env(byJob["dataset-initializer"][0])["STORAGE_URI"])
 	model := env(byJob["model-initializer"][0])
 	assert.Equal(t, "hf://meta-llama/Llama-3.2-1B-Instruct", model["STORAGE_URI"])

@@ -137,19 +137,11 @@ func TestPreChecksAgreeWithTheTrainerWebhook(t *testing.T) {
 	t.Logf("pre-check vs the real webhook:\n%s", strings.Join(table, "\n"))
 }
 
-// TestTorchTuneStepGetsTheTrainersRewrite: the Trainer's torch plugin sees command [tune, run]
-// and rewrites the node's command (rendezvous on node 0, recipe and config from the node count
-// and GPUs, the runtime's immutable paths), keeping trainstep's overrides as the args; the
-// local backend's TuneCommand makes the same. The step on 2 nodes is refused by trainstep before
-// anything is created.
-func TestTorchTuneStepGetsTheTrainersRewrite(t *testing.T) {
-	t.Parallel()
-	ns := stack.Namespace(t)
-	r := executor(t, ns, "framework: torchtune\nruntime: {name: "+torchtuneRuntime+"}\ntrainer: {epochs: 1, batchSize: 2}\ntimeout: 3m\n",
-		"--step-key", pipelineStepKey, "--owner-uid", pipelineOwnerUID)
-	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
-	name := r.outputs["trainjob-name"]
-	byJob := stepPods(t, ns, name)
+// assertTorchTuneRewrite: the Trainer's torch plugin saw command [tune, run] and rewrote the
+// node's command (rendezvous on node 0, recipe and config from the node count and GPUs, the
+// runtime's immutable paths), keeping trainstep's overrides as the args; the local backend's
+// TuneCommand makes the same.
+func assertTorchTuneRewrite(t *testing.T, ns, name string, byJob map[string][]corev1.Pod) {
 	require.Len(t, byJob["node"], 1)
 	c := byJob["node"][0].Spec.Containers[0]
 	// constants.ContainerTrainerPort: the rendezvous port is 29500 in v2.3.
@@ -163,19 +155,23 @@ func TestTorchTuneStepGetsTheTrainersRewrite(t *testing.T) {
 		"batch_size=2", "epochs=1",
 	}, c.Args)
 
-	tj := &trainer.TrainJob{}
-	require.NoError(t, stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, tj))
 	p, err := plan(t, ns, "framework: torchtune\nruntime: {name: "+torchtuneRuntime+"}\ntrainer: {epochs: 1, batchSize: 2}")
 	require.NoError(t, err)
 	local := trainers.TuneCommand(p.Runtime.Name, p.Runtime.Command, 1, nil, 2, fmt.Sprintf("%s-node-0-0.%s:29500", name, name), p.Parts.Args)
 	assert.Equal(t, append(append([]string{}, c.Command...), c.Args...), local, "the local backend's command differs from the Trainer's")
+}
 
-	// The same step on 2 nodes: refused before anything is created.
-	ns2 := stack.Namespace(t)
-	r = executor(t, ns2, "framework: torchtune\nruntime: {name: "+torchtuneRuntime+"}\ntrainer: {numNodes: 2, epochs: 1}\n")
+// TestTorchTuneOnTwoNodesIsRefusedBeforeCreating: the 1B torchtune step on 2 nodes, which the
+// Trainer's webhook refuses (TestPreChecksAgreeWithTheTrainerWebhook), exits 2 and creates
+// nothing.
+func TestTorchTuneOnTwoNodesIsRefusedBeforeCreating(t *testing.T) {
+	t.Parallel()
+	ns := stack.Namespace(t)
+	r := executor(t, ns, "framework: torchtune\nruntime: {name: "+torchtuneRuntime+"}\ntrainer: {numNodes: 2, epochs: 1}\n",
+		"--step-key", pipelineStepKey, "--owner-uid", pipelineOwnerUID)
 	assert.Equal(t, cli.ExitInvalid, r.code, "stderr:\n%s", r.stderr)
 	assert.Contains(t, r.stderr, "trainer.numNodes")
 	tjs := &trainer.TrainJobList{}
-	require.NoError(t, stack.Client.List(t.Context(), tjs, client.InNamespace(ns2)))
+	require.NoError(t, stack.Client.List(t.Context(), tjs, client.InNamespace(ns)))
 	assert.Empty(t, tjs.Items)
 }
