@@ -86,14 +86,7 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 	if err != nil {
 		return nil, err
 	}
-	nodes := int(ptrOr(spec.NumNodes, rt.NumNodes))
-	procs := int(ptrOr(spec.NumProcPerNode, ptrOr(rt.MPINumProcPerNode, 1)))
-	command := append(append([]string{}, orRuntime(spec.Command, rt.Command)...), orRuntime(spec.Args, rt.Args)...)
-	if slices.Equal(spec.Command, trainers.TuneEntrypoint) {
-		// The Trainer rewrites a torchtune job's command; run what it would.
-		command = trainers.TuneCommand(rt.Name, rt.Command, int32(nodes), spec.NumProcPerNode, gpusPerNode(spec, rt),
-			fmt.Sprintf("127.0.0.1:%d", port), spec.Args)
-	}
+	nodes, procs, command := layout(spec, rt, "127.0.0.1", port)
 	if len(command) == 0 {
 		return nil, fmt.Errorf("the local backend runs commands, not images: %s has no command; set trainer.command", tj.Name)
 	}
@@ -154,6 +147,83 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 	res := &Result{TrainJob: out, Nodes: results, Culprit: culprit}
 	finish(out, res.failed())
 	return res, nil
+}
+
+// layout is the node count, processes per node and command of a local run, with the
+// coordinator at host:port.
+func layout(spec *trainer.Trainer, rt *runtimes.Runtime, host string, port int) (nodes, procs int, command []string) {
+	nodes = int(ptrOr(spec.NumNodes, rt.NumNodes))
+	procs = int(ptrOr(spec.NumProcPerNode, ptrOr(rt.MPINumProcPerNode, 1)))
+	// Without numProcPerNode the Trainer sizes a node by what it asks for, and so does this.
+	switch gpus := gpusPerNode(spec, rt); {
+	case spec.NumProcPerNode != nil:
+	case rt.Policy == runtimes.PolicyTorch && gpus > 0:
+		procs = gpus // torch plugin: "auto", which torchrun makes one process per GPU
+	case rt.Policy == runtimes.PolicyTorch:
+		procs = max(1, cpusPerNode(spec)) // torch plugin: one process per CPU asked for
+	case rt.Policy == runtimes.PolicyMPI && procs == 1 && gpus > 1:
+		procs = gpus // MPI plugin: a runtime's 1 slot per node becomes one per GPU
+	}
+	command = append(append([]string{}, orRuntime(spec.Command, rt.Command)...), orRuntime(spec.Args, rt.Args)...)
+	if slices.Equal(spec.Command, trainers.TuneEntrypoint) {
+		// The Trainer rewrites a torchtune job's command; run what it would.
+		command = trainers.TuneCommand(rt.Name, rt.Command, int32(nodes), spec.NumProcPerNode, gpusPerNode(spec, rt),
+			fmt.Sprintf("%s:%d", host, port), spec.Args)
+	}
+	return nodes, procs, command
+}
+
+// Node is what Run starts for one node, without this machine's env: the command (for MPI,
+// before its hostfile is pointed at this machine) and the env (the runtime's, the TrainJob's,
+// then what the Trainer's policy plugin injects).
+type Node struct {
+	Command []string
+	Env     map[string]string
+}
+
+// Layout is what Run would start for tj on rt, without starting anything, with the coordinator
+// at host:port: one Node per process it launches (for MPI one, the launcher, whose mpirun
+// starts every rank). Tests compare it with the pods the real Trainer makes.
+func Layout(tj *trainer.TrainJob, rt *runtimes.Runtime, host string, port int) []Node {
+	spec := tj.Spec.Trainer
+	if spec == nil {
+		spec = &trainer.Trainer{}
+	}
+	nodes, procs, command := layout(spec, rt, host, port)
+	launches := nodes
+	if rt.Policy == runtimes.PolicyMPI {
+		launches = 1
+	}
+	out := make([]Node, launches)
+	for i := range out {
+		env := map[string]string{}
+		for _, e := range rt.Env {
+			env[e.Name] = e.Value
+		}
+		for _, e := range spec.Env {
+			env[e.Name] = e.Value
+		}
+		for k, v := range InjectedEnv(rt.Policy, i, nodes, procs, host, port) {
+			env[k] = v
+		}
+		out[i] = Node{Command: command, Env: env}
+	}
+	return out
+}
+
+// cpusPerNode is the step's CPU request, else its limit, rounded up (the torch plugin's
+// getNumCPUPerNode).
+func cpusPerNode(spec *trainer.Trainer) int {
+	if spec.ResourcesPerNode == nil {
+		return 0
+	}
+	if q, ok := spec.ResourcesPerNode.Requests[corev1.ResourceCPU]; ok && !q.IsZero() {
+		return int(q.Value())
+	}
+	if q, ok := spec.ResourcesPerNode.Limits[corev1.ResourceCPU]; ok {
+		return int(q.Value())
+	}
+	return 0
 }
 
 // gpusPerNode is the step's nvidia.com/gpu limit, else the runtime's.

@@ -8,6 +8,8 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -67,4 +69,34 @@ func TestRunWithoutACommandSaysSo(t *testing.T) {
 	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "job"}, Spec: trainer.TrainJobSpec{Trainer: &trainer.Trainer{Image: ptr.To("ghcr.io/me/t:1")}}}
 	_, err := (&Runner{}).Run(t.Context(), tj, &runtimes.Runtime{Name: "torch-distributed", Policy: runtimes.PolicyTorch, NumNodes: 1})
 	assert.ErrorContains(t, err, "the local backend runs commands, not images")
+}
+
+// Without numProcPerNode, the processes per node are what the Trainer's plugins derive from the
+// node's resources (realstack's TestLocalBackendMatchesTheRealTrainer compares with the real one).
+func TestLayoutSizesNodesAsTheTrainerDoes(t *testing.T) {
+	torch := &runtimes.Runtime{Policy: runtimes.PolicyTorch, NumNodes: 1, Command: []string{"torchrun"}}
+	mpi := &runtimes.Runtime{Policy: runtimes.PolicyMPI, NumNodes: 1, MPINumProcPerNode: ptr.To[int32](1), Command: []string{"mpirun"}}
+	res := func(name corev1.ResourceName, n string) *corev1.ResourceRequirements {
+		return &corev1.ResourceRequirements{Limits: corev1.ResourceList{name: resource.MustParse(n)}}
+	}
+	for name, c := range map[string]struct {
+		rt   *runtimes.Runtime
+		tr   trainer.Trainer
+		env  string
+		want string
+	}{
+		"torch, nothing asked":   {torch, trainer.Trainer{NumNodes: ptr.To[int32](2)}, "PET_NPROC_PER_NODE", "1"},
+		"torch, 2.5 CPUs":        {torch, trainer.Trainer{ResourcesPerNode: res(corev1.ResourceCPU, "2500m")}, "PET_NPROC_PER_NODE", "3"},
+		"torch, 2 GPUs (auto)":   {torch, trainer.Trainer{ResourcesPerNode: res("nvidia.com/gpu", "2")}, "PET_NPROC_PER_NODE", "2"},
+		"torch, numProcPerNode":  {torch, trainer.Trainer{NumProcPerNode: ptr.To[int32](4), ResourcesPerNode: res("nvidia.com/gpu", "2")}, "PET_NPROC_PER_NODE", "4"},
+		"mpi, 2 GPUs, 1 slot":    {mpi, trainer.Trainer{ResourcesPerNode: res("nvidia.com/gpu", "2")}, "OMPI_MCA_orte_set_default_slots", "2"},
+		"mpi, CPUs do not count": {mpi, trainer.Trainer{ResourcesPerNode: res(corev1.ResourceCPU, "4")}, "OMPI_MCA_orte_set_default_slots", "1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tj := &trainer.TrainJob{Spec: trainer.TrainJobSpec{Trainer: &c.tr}}
+			nodes := Layout(tj, c.rt, "h", 1)
+			require.NotEmpty(t, nodes)
+			assert.Equal(t, c.want, nodes[0].Env[c.env])
+		})
+	}
 }

@@ -108,7 +108,7 @@ func buildFunction(f *Function, rt *runtimes.Runtime, rc *step.RuntimeConfig, fw
 }
 
 // injectedEnv is the env the Trainer controller sets for a policy; a user value would be rejected
-// (torch, by the webhook) or silently overwritten (the others).
+// (torch, xgboost and mpi, by the webhook) or silently overwritten (jax).
 func injectedEnv(p runtimes.Policy) []string {
 	switch p {
 	case runtimes.PolicyTorch:
@@ -117,6 +117,9 @@ func injectedEnv(p runtimes.Policy) []string {
 		return []string{"JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"}
 	case runtimes.PolicyXGBoost:
 		return []string{"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}
+	case runtimes.PolicyMPI:
+		// constants.MPIReservedEnvNames: the MPI plugin's webhook refuses them.
+		return []string{"OMPI_MCA_orte_default_hostfile", "OMPI_MCA_plm_rsh_args", "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_set_default_slots"}
 	}
 	return nil
 }

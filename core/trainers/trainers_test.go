@@ -230,6 +230,7 @@ func TestBuildRejects(t *testing.T) {
 		"reserved env in runtimeConfig": {"framework: torch\ntrainer: {func: \"def f(): pass\"}\nruntimeConfig: {env: {PET_MASTER_PORT: '1'}}", torchRT, "runtimeConfig.env[PET_MASTER_PORT]"},
 		"maxRestarts twice":             {"framework: torch\ntrainer: {func: \"def f(): pass\", maxRestarts: 2, env: {PET_MAX_RESTARTS: '1'}}", torchRT, "trainer.env[PET_MAX_RESTARTS]"},
 		"JAX env on a jax runtime":      {"framework: jax\ntrainer: {func: \"def f(): pass\", env: {JAX_PROCESS_ID: '0'}}", jaxRT, "trainer.env[JAX_PROCESS_ID]"},
+		"OMPI env on an mpi runtime":    {"framework: mpi\ntrainer: {func: \"def f(): pass\", env: {OMPI_MCA_orte_default_hostfile: /h}}", deepspeedRT, "trainer.env[OMPI_MCA_orte_default_hostfile]"},
 		// What the Trainer's torchtune webhook refuses (pkg/runtime/framework/plugins/torch/torchtune.go).
 		"torchtune 1B on two nodes": {"framework: torchtune\ntrainer: {numNodes: 2}", tuneRT, "trainer.numNodes"},
 		"torchtune LoRA on two nodes": {"framework: torchtune\ntrainer: {numNodes: 2, config: {model.lora_attn_modules: [q_proj]}}",

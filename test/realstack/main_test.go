@@ -4,6 +4,7 @@
 package realstack_test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,7 +19,21 @@ var (
 	bin   string // the executor binary, built from this tree
 )
 
+// parallel is how many tests run at once unless -test.parallel says otherwise: they mostly wait
+// on the stack's controllers and kwok's stage delays, so the default (GOMAXPROCS, 2 on a small
+// machine) would leave the suite waiting in line.
+const parallel = "16"
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", parallel); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	dir, err := os.MkdirTemp("", "trainstep-realstack-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

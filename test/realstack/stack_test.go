@@ -32,6 +32,7 @@ const (
 )
 
 func TestTrainerWebhookRejectsAnUnknownRuntime(t *testing.T) {
+	t.Parallel()
 	ns := stack.Namespace(t)
 	tj := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "no-runtime", Namespace: ns},
@@ -49,6 +50,7 @@ func TestTrainerWebhookRejectsAnUnknownRuntime(t *testing.T) {
 // and the JobSet is named after the TrainJob, so a long TrainJob name on a runtime with a
 // dataset-initializer stays Pending with an Event.
 func TestJobSetWebhookRefusesALongNameOnTheTorchTuneRuntime(t *testing.T) {
+	t.Parallel()
 	ns := stack.Namespace(t)
 	require.Contains(t, stack.Runtimes, "torchtune-llama3.2-1b")
 	tj := &trainer.TrainJob{
@@ -83,7 +85,7 @@ type result struct {
 }
 
 // executor runs the real binary against the stack with KUBECONFIG, as a pipeline step would.
-func executor(t *testing.T, ns, step string) result {
+func executor(t *testing.T, ns, step string, extra ...string) result {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "step.yaml")
@@ -91,7 +93,7 @@ func executor(t *testing.T, ns, step string) result {
 	outDir := filepath.Join(dir, "outputs")
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "run", "--namespace", ns, "-f", file, "--output-dir", outDir)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"run", "--namespace", ns, "-f", file, "--output-dir", outDir}, extra...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -124,6 +126,7 @@ timeout: 3m
 `
 
 func TestExecutorRunsATorchStepToSucceeded(t *testing.T) {
+	t.Parallel()
 	ns := stack.Namespace(t)
 	r := executor(t, ns, torchStep)
 	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
@@ -200,6 +203,7 @@ timeout: 3m
 // than any Node has stays Pending, Unschedulable; the step is then interrupted, as a pipeline
 // engine would on cancel, and deletes its TrainJob.
 func TestStepAskingForMoreGPUsThanAnyNodeStaysUnschedulable(t *testing.T) {
+	t.Parallel()
 	ns := stack.Namespace(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "step.yaml")

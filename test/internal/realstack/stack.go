@@ -63,6 +63,14 @@ const (
 	NodeCount   = 3
 	NodeGPUs    = 8
 	GPUResource = "nvidia.com/gpu"
+	// AscendNode is one more kwok Node, with no GPUs but AscendChips of AscendResource: an
+	// extended resource whose name has capitals.
+	AscendNode     = "kwok-ascend-0"
+	AscendResource = "huawei.com/Ascend910"
+	AscendChips    = 8
+	// PVCount hostPath PersistentVolumes are made at start, for the PVCs JobSet makes from a
+	// runtime's volumeClaimPolicies (torchtune's initializer volume): one per TrainJob.
+	PVCount = 40
 )
 
 // Stack is a running real stack. Its fields are read-only after Start.
@@ -390,10 +398,10 @@ current-context: realstack
 	return os.WriteFile(path, []byte(conf), 0o600)
 }
 
-// kcmControllers: Jobs, cascade deletion, namespace deletion, default ServiceAccounts and their
+// kcmControllers: PVC binding (to the PVs made at start), Jobs, cascade deletion, namespace deletion, default ServiceAccounts and their
 // tokens. The node-lifecycle controller is left out (kwok's Nodes have no real leases to judge);
 // Start removes the not-ready taint itself.
-const kcmControllers = "job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller"
+const kcmControllers = "persistentvolume-binder-controller,job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller"
 
 func (s *Stack) startControllers(ctx context.Context, k8sDir string) error {
 	kcm, err := s.start("kube-controller-manager", filepath.Join(k8sDir, "kube-controller-manager"), nil,
@@ -411,6 +419,22 @@ func (s *Stack) startControllers(ctx context.Context, k8sDir string) error {
 		"--kubeconfig="+s.Kubeconfig, "--leader-elect=false", "--secure-port=0",
 	); err != nil {
 		return err
+	}
+	for i := range PVCount {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("realstack-pv-%d", i)},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{
+					HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(s.dir, "pv", strconv.Itoa(i))},
+				},
+			},
+		}
+		if err := s.Client.Create(ctx, pv); err != nil {
+			return fmt.Errorf("creating PersistentVolume %s: %w", pv.Name, err)
+		}
 	}
 	return waitFor(ctx, kcm, "kube-controller-manager to create ServiceAccount default/default", func(ctx context.Context) (bool, error) {
 		err := s.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{})
@@ -467,12 +491,17 @@ spec:
 	if err := os.WriteFile(config, []byte(strings.Join(docs, "\n---\n")), 0o644); err != nil {
 		return err
 	}
-	for i := range NodeCount {
+	for i := range NodeCount + 1 {
+		name, extra := fmt.Sprintf("kwok-node-%d", i), corev1.ResourceName(GPUResource)
+		chips := NodeGPUs
+		if i == NodeCount {
+			name, extra, chips = AscendNode, AscendResource, AscendChips
+		}
 		n := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
-				Name:        fmt.Sprintf("kwok-node-%d", i),
+				Name:        name,
 				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-				Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": fmt.Sprintf("kwok-node-%d", i)},
+				Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": name},
 			},
 		}
 		if err := s.Client.Create(ctx, n); err != nil {
@@ -482,7 +511,7 @@ spec:
 			corev1.ResourceCPU:    resource.MustParse("32"),
 			corev1.ResourceMemory: resource.MustParse("256Gi"),
 			corev1.ResourcePods:   resource.MustParse("110"),
-			GPUResource:           resource.MustParse(strconv.Itoa(NodeGPUs)),
+			extra:                 resource.MustParse(strconv.Itoa(chips)),
 		}
 		n.Status.Capacity, n.Status.Allocatable = capacity, capacity
 		if err := s.Client.Status().Update(ctx, n); err != nil {
