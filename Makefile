@@ -61,8 +61,13 @@ generate: ## regenerate every generated file (JSON Schema, Argo plugin ConfigMap
 verify: ## fail when a generated file is stale
 	go run ./hack/generate -verify
 
-test: lint verify build test-assets ## everything: unit, integration on a real apiserver, end to end
+# TEST_FUZZTIME bounds each fuzz test inside `make test` (a crash found becomes a testdata/fuzz
+# entry, which plain `go test` then replays).
+TEST_FUZZTIME ?= 5s
+
+test: lint verify build test-assets ## everything: unit, integration on a real apiserver, end to end, fuzzing
 	go test -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 test-unit: lint verify ## every package that needs no control plane (all but ./test/...)
 	go test -count=1 $$(go list ./... | grep -v '/test/')

@@ -46,6 +46,8 @@ func decide(tj *trainer.TrainJob) trainersim.Behavior {
 		return trainersim.Behavior{Mode: trainersim.Succeed, Metrics: map[string]string{"loss": "0.125"}}
 	case "fail":
 		return trainersim.Behavior{Mode: trainersim.Fail, Log: []string{"Traceback (most recent call last):", "RuntimeError: CUDA out of memory"}}
+	case "no-resources":
+		return trainersim.Behavior{Mode: trainersim.NoResources}
 	}
 	return trainersim.Behavior{Mode: trainersim.RunLocally}
 }

@@ -42,6 +42,8 @@ func decide(tj *trainer.TrainJob) trainersim.Behavior {
 		return trainersim.Behavior{Mode: trainersim.Succeed, Metrics: map[string]string{"loss": "0.25"}, Progress: ptr(int32(100))}
 	case "fail":
 		return trainersim.Behavior{Mode: trainersim.Fail, Log: []string{"Traceback (most recent call last):", "RuntimeError: CUDA out of memory"}}
+	case "no-resources":
+		return trainersim.Behavior{Mode: trainersim.NoResources}
 	case "fail-twice":
 		if attempt < 2 {
 			return trainersim.Behavior{Mode: trainersim.Fail, Log: []string{"flaky: attempt " + strconv.Itoa(attempt)}}
