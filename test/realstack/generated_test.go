@@ -134,7 +134,7 @@ func TestGeneratedValidStepsAreAccepted(t *testing.T) {
 var jobSetGVK = schema.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"}
 
 // waitScheduled waits for the JobSet of TrainJob name (the JobSet webhook admitted it) and for
-// want of its pods, each with PodScheduled=True on a kwok Node. A refused JobSet shows as an
+// at least want of its pods, every one with PodScheduled=True on a kwok Node. A refused JobSet shows as an
 // Event on the TrainJob, which the failure carries.
 func waitScheduled(t *testing.T, ns, name string, want int) {
 	t.Helper()
@@ -156,8 +156,11 @@ func waitScheduled(t *testing.T, ns, name string, want int) {
 				scheduled++
 			}
 		}
-		last = fmt.Sprintf("%d of %d pods scheduled (%d pods)", scheduled, want, len(pods.Items))
-		return scheduled == want && len(pods.Items) == want
+		last = fmt.Sprintf("%d of at least %d pods scheduled (%d pods)", scheduled, want, len(pods.Items))
+		// At least: an MPI runtime adds a launcher, with or without a node of its own by node
+		// count (mlx-distributed makes 2 pods for 1 node, 4 for 4); the exact layout of each
+		// kind is TestEveryTrainerKindSucceedsOnTheRealStack's.
+		return scheduled >= want && scheduled == len(pods.Items)
 	}, 2*time.Minute, 500*time.Millisecond, "TrainJob %s/%s", ns, name)
 	if !ok {
 		evs := &corev1.EventList{}
