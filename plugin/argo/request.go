@@ -175,14 +175,15 @@ func stringField(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// identity names the TrainJob of this request: the workflow UID, the step key and the attempt,
-// owned by the Workflow so deleting the Workflow deletes it.
-func (r *request) identity() trainjob.Identity {
+// identity names the TrainJob of this request: the workflow UID, the step key, the attempt and
+// the run (see runOf), owned by the Workflow so deleting the Workflow deletes it.
+func (r *request) identity(run string) trainjob.Identity {
 	return trainjob.Identity{
 		Engine:   Engine,
 		OwnerUID: r.Workflow.UID,
 		StepKey:  r.Key,
 		Attempt:  r.Attempt,
+		Run:      run,
 		Owner:    workflowOwner(r.Workflow.Name, r.Workflow.UID),
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/plugin/argo"
@@ -141,6 +142,10 @@ func workflow(t testing.TB, ns string) *wfv1.Workflow {
 	wf.Namespace, wf.GenerateName = ns, "wf-"
 	wf.Spec.Entrypoint = "main"
 	wf.Spec.Templates = []wfv1.Template{{Name: "main", Suspend: &wfv1.SuspendTemplate{}}}
+	// What Argo's controller records when it starts the workflow, before it hands any node to the
+	// agent. A minute ago, so that an `argo retry` in the test falls in another second.
+	wf.Status.Phase = wfv1.WorkflowRunning
+	wf.Status.StartedAt = metav1.NewTime(time.Now().Add(-time.Minute))
 	require.NoError(t, c.Create(t.Context(), wf))
 	return wf
 }
