@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -48,6 +49,8 @@ type Plugin struct {
 	waiters *waiters
 	reaper  *reaper
 	tails   *trainjob.Tails
+
+	metricsAddr atomic.Value // string: the bound metrics address
 
 	createdMu sync.Mutex
 	created   map[types.NamespacedName]struct{} // TrainJobs this process created

@@ -285,7 +285,7 @@ func metric(t testing.TB, h *harness, name string) string {
 	t.Helper()
 	metricMu.Lock()
 	defer metricMu.Unlock()
-	b := get(t, h.URL+"/metrics")
+	b := get(t, h.Metrics+"/metrics")
 	for _, line := range strings.Split(b, "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return v

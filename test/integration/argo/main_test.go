@@ -90,6 +90,7 @@ func ArgoCRDs(ctx context.Context) (string, error) {
 // harness is one running plugin.
 type harness struct {
 	URL       string
+	Metrics   string // the metrics server's URL
 	Token     string
 	TokenFile string
 	Namespace string
@@ -104,7 +105,7 @@ func startPlugin(t testing.TB, ns string, mod func(*argo.Options)) *harness {
 	token := uuid.NewString()
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o440))
-	opts := argo.Options{TokenFile: tokenFile, Namespace: ns, HoldMax: 5 * time.Second, Requeue: time.Second, Logs: sim.Logs}
+	opts := argo.Options{TokenFile: tokenFile, Namespace: ns, HoldMax: 5 * time.Second, Requeue: time.Second, Logs: sim.Logs, MetricsAddr: "127.0.0.1:0"}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -132,6 +133,7 @@ func startPlugin(t testing.TB, ns string, mod func(*argo.Options)) *harness {
 	}
 	t.Cleanup(h.stop)
 	require.Eventually(t, func() bool { return get(t, h.URL+"/readyz") == "ok" }, testenv.Timeout, testenv.Interval, "the plugin must become ready")
+	h.Metrics = "http://" + p.MetricsAddr()
 	return h
 }
 
