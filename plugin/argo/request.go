@@ -50,6 +50,12 @@ func pluginBody(tmpl *wfv1.Template, key string) (json.RawMessage, error) {
 // template's timeout and its declared outputs. Bad input comes back as a *step.InvalidError.
 func parseRequest(args executor.ExecuteTemplateArgs, key string, body json.RawMessage) (*request, error) {
 	base := field.NewPath("plugin", key)
+	switch {
+	case args.Workflow == nil:
+		return nil, step.Invalid(field.ErrorList{field.Required(field.NewPath("workflow"), "the request names no workflow")})
+	case args.Template == nil:
+		return nil, step.Invalid(field.ErrorList{field.Required(field.NewPath("template"), "the request has no template")})
+	}
 	var errs field.ErrorList
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
