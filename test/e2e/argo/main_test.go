@@ -130,7 +130,9 @@ func setUp(ctx context.Context) error {
 			return fmt.Errorf("creating %s: %w", obj.GetName(), err)
 		}
 	}
-	if err := applyManifests(ctx, "../../../manifests/argo/trainstep-executor-plugin-configmap.yaml", "../../../manifests/argo/rbac.yaml"); err != nil {
+	// The admission policy too: the plugin runs with its ServiceAccount narrowed as installed.
+	if err := applyManifests(ctx, "../../../manifests/argo/trainstep-executor-plugin-configmap.yaml", "../../../manifests/argo/rbac.yaml",
+		"../../../manifests/argo/admission-policy.yaml"); err != nil {
 		return err
 	}
 	pluginCfg, err := serviceAccountKubeconfig("trainstep-executor-plugin")
@@ -204,7 +206,9 @@ func applyManifests(ctx context.Context, files ...string) error {
 			if len(u.Object) == 0 {
 				continue
 			}
-			if u.GetKind() != "ClusterRole" && u.GetKind() != "ClusterRoleBinding" {
+			switch u.GetKind() {
+			case "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			default:
 				u.SetNamespace(Namespace)
 			}
 			if err := c.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
