@@ -416,3 +416,35 @@ func argoRetry(wf *wfv1.Workflow) *wfv1.Workflow {
 	}
 	return n
 }
+
+// TestWorkflowNotStartedIsPending: a call that beats the controller's write of status.startedAt
+// (the run is part of the identity) is answered Pending and creates nothing, so the TrainJob is
+// made once, under the run's identity.
+func TestWorkflowNotStartedIsPending(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
+	wf := &wfv1.Workflow{}
+	wf.Namespace, wf.GenerateName = ns, "wf-"
+	wf.Spec.Entrypoint = "main"
+	wf.Spec.Templates = []wfv1.Template{{Name: "main", Suspend: &wfv1.SuspendTemplate{}}}
+	require.NoError(t, c.Create(t.Context(), wf))
+	args, err := argotest.Args(wf.Name, ns, string(wf.UID), step(wf.Name+".train", "hold"))
+	require.NoError(t, err)
+	r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
+	require.NoError(t, err)
+	require.NotNil(t, r.Node, "body: %s", r.Body)
+	assert.Equal(t, wfv1.NodePending, r.Node.Phase)
+	assert.Contains(t, r.Node.Message, "status.startedAt")
+	assert.NotNil(t, r.Requeue)
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
+
+	wf.Status.Phase, wf.Status.StartedAt = wfv1.WorkflowRunning, metav1.Now()
+	require.NoError(t, c.Update(t.Context(), wf))
+	require.Eventually(t, func() bool {
+		r, err = argotest.Execute(t.Context(), h.URL, h.Token, args)
+		require.NoError(t, err)
+		name, _ := r.Output(trainjob.OutName)
+		return name != ""
+	}, testenv.Timeout, testenv.Interval, "once the workflow has started, the step starts")
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 1)
+}
