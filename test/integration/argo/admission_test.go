@@ -48,6 +48,9 @@ func manifestObjects(t *testing.T, file string) []*unstructured.Unstructured {
 func TestAdmissionPolicyNarrowsThePluginToken(t *testing.T) {
 	ns := env.Namespace(t)
 	for _, u := range manifestObjects(t, "admission-policy.yaml") {
+		// `kubectl apply -k manifests/argo` sends these cluster-scoped objects with the
+		// kustomization's namespace (kustomize does not know the kinds); the apiserver drops it.
+		u.SetNamespace("argo")
 		require.NoError(t, client.IgnoreAlreadyExists(c.Create(t.Context(), u)))
 		t.Cleanup(func() { _ = c.Delete(t.Context(), u) })
 	}
