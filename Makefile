@@ -86,6 +86,8 @@ bench: test-assets ## benchmarks side by side; compare runs with benchstat
 fuzz: ## each fuzz test for FUZZTIME; the checked-in seeds (testdata/fuzz) also run under plain go test
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./core/step/
 	go test -run '^$$' -fuzz '^FuzzPyLiteral$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./core/trainers/
+	go test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./plugin/argo/
+	go test -run '^$$' -fuzz '^FuzzSpecFromRun$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./plugin/tekton/
 
 clean:
 	rm -rf bin bench.out

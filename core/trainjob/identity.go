@@ -23,6 +23,11 @@ type Identity struct {
 	OwnerUID string
 	StepKey  string
 	Attempt  int
+	// Run, when the engine restarts a finished run in place (Argo's `argo retry` keeps the workflow
+	// UID, the node names and resets {{retries}}), tells one incarnation of the run from the next.
+	// Empty for engines that need none: the identity, name and labels are then what they were
+	// before Run existed.
+	Run string
 	// Owner, when the face has one, makes the TrainJob go when its owner goes.
 	Owner *metav1.OwnerReference
 }
@@ -43,7 +48,11 @@ func (id Identity) Validate() error {
 }
 
 func (id Identity) hash() string {
-	sum := sha256.Sum256([]byte(strings.Join([]string{id.Engine, id.OwnerUID, id.StepKey, strconv.Itoa(id.Attempt)}, "\x00")))
+	parts := []string{id.Engine, id.OwnerUID, id.StepKey, strconv.Itoa(id.Attempt)}
+	if id.Run != "" {
+		parts = append(parts, id.Run)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -87,13 +96,17 @@ func namePrefix(key string, limit int) string {
 
 // Labels record the identity so a job can be recognised as ours.
 func (id Identity) Labels() map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		LabelManagedBy: ManagedByValue,
 		LabelEngine:    labelValue(id.Engine),
 		LabelOwnerUID:  labelValue(id.OwnerUID),
 		LabelStep:      id.hash()[:16],
 		LabelAttempt:   strconv.Itoa(id.Attempt),
 	}
+	if id.Run != "" {
+		l[LabelRun] = labelValue(id.Run)
+	}
+	return l
 }
 
 // Annotations keep the readable step key and owner.

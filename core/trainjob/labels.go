@@ -8,6 +8,7 @@ const (
 	LabelOwnerUID      = "trainstep.dev/owner-uid"
 	LabelStep          = "trainstep.dev/step"
 	LabelAttempt       = "trainstep.dev/attempt"
+	LabelRun           = "trainstep.dev/run"
 	LabelFramework     = "trainstep.dev/framework"
 	LabelNumNodes      = "trainstep.dev/num-nodes"
 	AnnotationStepKey  = "trainstep.dev/step-key"

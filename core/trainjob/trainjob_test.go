@@ -46,6 +46,16 @@ func TestIdentityName(t *testing.T) {
 	assert.True(t, base.Owns(base.Labels()))
 	assert.False(t, base.Owns(retry.Labels()))
 	assert.False(t, base.Owns(map[string]string{"team": "a"}))
+
+	// Without a run the name is what it always was (TrainJobs made before Run existed are found).
+	assert.Equal(t, "my-dag-train-0-b57875092526", base.Name())
+	assert.NotContains(t, base.Labels(), LabelRun)
+	rerun := base
+	rerun.Run = "1796106843"
+	assert.NotEqual(t, base.Name(), rerun.Name(), "a new incarnation of the run gets a new TrainJob")
+	assert.Equal(t, "1796106843", rerun.Labels()[LabelRun])
+	assert.False(t, base.Owns(rerun.Labels()))
+	assert.False(t, rerun.Owns(base.Labels()))
 }
 
 func cond(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {

@@ -49,6 +49,7 @@ func newArgoPluginCommand() *cobra.Command {
 	k.bindNamespace(f, os.Getenv("POD_NAMESPACE"), "the namespace served, the agent pod's ($POD_NAMESPACE)")
 	f.StringVar(&o.Workflow, "workflow", os.Getenv("ARGO_WORKFLOW_NAME"), "watch only this workflow (default $ARGO_WORKFLOW_NAME; empty watches every workflow of the namespace)")
 	f.StringVar(&o.Addr, "addr", argo.DefaultAddr, "listen address; the first containerPort of the plugin's sidecar")
+	f.StringVar(&o.MetricsAddr, "metrics-addr", argo.DefaultMetricsAddr, "where /metrics is served, unauthenticated (loopback by default; \""+argo.MetricsOff+"\": none)")
 	f.StringVar(&o.TokenFile, "token-file", argo.DefaultTokenFile, "the agent's bearer token file, re-read when it changes")
 	f.StringVar(&o.Key, "key", argo.DefaultKey, "the plugin key of the templates to answer: plugin: {<key>: {...}}")
 	f.DurationVar(&o.HoldMax, "hold-max", argo.DefaultHoldMax, "hold an execute call open up to this long waiting for the TrainJob to finish (0: never; max 25s)")

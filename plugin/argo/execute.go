@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -58,16 +59,51 @@ func (p *Plugin) executeTemplate(ctx context.Context, args executor.ExecuteTempl
 	if !p.waitSynced(ctx, p.syncWait()) {
 		return p.pending(req, "", "trainstep is still reading the cluster (informer cache not synced)")
 	}
-	if why := p.workflowStopping(ctx, req); why != "" {
-		return p.failed(req, string(wfv1.NodeFailed), fmt.Sprintf("not starting a TrainJob: %s", why))
+	wf, err := p.workflowOf(ctx, p.reader, req)
+	if err != nil {
+		return p.pending(req, "", fmt.Sprintf("reading workflow %s: %v", req.Workflow.Name, err))
 	}
-	id := req.identity()
+	if wf != nil {
+		if why := stopping(wf); why != "" {
+			return p.failed(req, string(wfv1.NodeFailed), fmt.Sprintf("not starting a TrainJob: %s", why))
+		}
+		if wf.Status.StartedAt.IsZero() {
+			// The controller records status.startedAt in the same pass that hands the node to the
+			// agent; a call can beat that write. The run is part of the identity, so wait for it.
+			return p.pending(req, "", fmt.Sprintf("workflow %s has not recorded its start yet (status.startedAt)", wf.Name))
+		}
+	}
+	id := req.identity(runOf(wf))
 	// Every call after the first finds its TrainJob in the cache: the step was planned and
 	// validated when it was created, so follow it without planning again (planning lists the
 	// runtimes, most of a status call's cost).
-	existing := &trainer.TrainJob{}
-	if err := p.cache.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: id.Name()}, existing); err == nil && id.Owns(existing.Labels) {
+	existing, found := p.cached(ctx, id)
+	if found && wf != nil && trainjob.Observe(existing, nil).Phase.Terminal() {
+		// Before answering a finished job, make sure the run is still the one the cache showed:
+		// `argo retry` resets status.startedAt, and a lagging cache must not hand the retried node
+		// the failed job of the run before. One read from the apiserver, once per step.
+		if fresh, err := p.workflowOf(ctx, p.api, req); err == nil && fresh != nil && runOf(fresh) != runOf(wf) {
+			wf, id = fresh, req.identity(runOf(fresh))
+			existing, found = p.cached(ctx, id)
+		}
+	}
+	if found {
 		return p.follow(ctx, req, existing)
+	}
+	if p.createdBefore(wf, req.Namespace, id.Name()) {
+		// This step made its TrainJob on an earlier call. If it is gone, someone deleted it: say
+		// so instead of training again from zero.
+		cur := &trainer.TrainJob{}
+		err := p.api.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: id.Name()}, cur)
+		switch {
+		case err == nil && id.Owns(cur.Labels):
+			return p.follow(ctx, req, cur)
+		case apierrors.IsNotFound(err):
+			return p.failed(req, string(wfv1.NodeFailed), fmt.Sprintf(
+				"TrainJob %s of this step was deleted before the step finished; trainstep does not start it again from zero (run `argo retry` to train again)", id.Name()))
+		case err != nil:
+			return p.pending(req, id.Name(), fmt.Sprintf("reading TrainJob %s: %v", id.Name(), err))
+		}
 	}
 	plan, err := p.planner.Plan(ctx, req.Spec, req.Namespace)
 	if err != nil {
@@ -84,6 +120,7 @@ func (p *Plugin) executeTemplate(ctx context.Context, args executor.ExecuteTempl
 		return p.pending(req, "", err.Error())
 	}
 	if created {
+		p.remember(req.Namespace, tj.Name)
 		p.log.Info("created TrainJob", "workflow", req.Workflow.Namespace+"/"+req.Workflow.Name, "step", req.Key, "attempt", req.Attempt, "trainjob", tj.Name)
 	}
 	return p.follow(ctx, req, tj)
@@ -96,16 +133,72 @@ func (p *Plugin) syncWait() time.Duration {
 	return 5 * time.Second
 }
 
-// workflowStopping refuses to start a TrainJob for a workflow the reaper would clean up.
-func (p *Plugin) workflowStopping(ctx context.Context, req *request) string {
+// workflowOf reads the request's Workflow; nil when there is none with the request's UID.
+func (p *Plugin) workflowOf(ctx context.Context, r client.Reader, req *request) (*wfv1.Workflow, error) {
 	wf := &wfv1.Workflow{}
-	if err := p.cache.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Workflow.Name}, wf); err != nil {
-		return ""
+	if err := r.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Workflow.Name}, wf); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
 	}
 	if string(wf.UID) != req.Workflow.UID {
+		return nil, nil
+	}
+	return wf, nil
+}
+
+// runOf is the incarnation of a workflow's run: status.startedAt, which Argo's controller sets
+// once when the workflow starts and which only `argo retry` (util.FormulateRetryWorkflow) sets
+// again. A retried node keeps its UID, name and {{retries}}; this is what tells it apart.
+func runOf(wf *wfv1.Workflow) string {
+	if wf == nil || wf.Status.StartedAt.IsZero() {
 		return ""
 	}
-	return stopping(wf)
+	return strconv.FormatInt(wf.Status.StartedAt.Unix(), 10)
+}
+
+// cached returns the identity's TrainJob as the cache has it.
+func (p *Plugin) cached(ctx context.Context, id trainjob.Identity) (*trainer.TrainJob, bool) {
+	tj := &trainer.TrainJob{}
+	if err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.opts.Namespace, Name: id.Name()}, tj); err != nil || !id.Owns(tj.Labels) {
+		return nil, false
+	}
+	return tj, true
+}
+
+// createdBefore reports whether a TrainJob of this name was created for the step before. What
+// persists is the Workflow itself: every reply names the TrainJob in its trainjob-name output and
+// the controller copies each reply's outputs onto the node (status.nodes), so a restarted plugin
+// still knows. The first reply may not be recorded yet (the agent patches every few seconds), so
+// this process also remembers the names it created.
+func (p *Plugin) createdBefore(wf *wfv1.Workflow, namespace, name string) bool {
+	p.createdMu.Lock()
+	_, mine := p.created[types.NamespacedName{Namespace: namespace, Name: name}]
+	p.createdMu.Unlock()
+	if mine {
+		return true
+	}
+	if wf == nil {
+		return false
+	}
+	for _, n := range wf.Status.Nodes {
+		if n.Outputs == nil {
+			continue
+		}
+		for _, o := range n.Outputs.Parameters {
+			if o.Name == trainjob.OutName && o.Value != nil && o.Value.String() == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (p *Plugin) remember(namespace, name string) {
+	p.createdMu.Lock()
+	defer p.createdMu.Unlock()
+	p.created[types.NamespacedName{Namespace: namespace, Name: name}] = struct{}{}
 }
 
 // follow applies the core's follow policy to the TrainJob as the cache has it and, while it runs,
@@ -253,10 +346,16 @@ func (p *Plugin) reply(req *request, obs trainjob.Observation, held time.Duratio
 	return r
 }
 
-// pending is a reply for trouble that may pass (an API error): the agent calls again.
+// pending is a reply for trouble that may pass (an API error): the agent calls again. With a
+// TrainJob name it carries every output, the name among them: the controller replaces the node's
+// outputs with the reply's, and the recorded name is how a later call knows the job was made.
 func (p *Plugin) pending(req *request, name, msg string) result {
+	node := &wfv1.NodeResult{Phase: wfv1.NodePending, Message: msg}
+	if name != "" {
+		node.Outputs = outputs(trainjob.Observation{Name: name, Namespace: p.opts.Namespace})
+	}
 	return result{
-		reply:    executor.ExecuteTemplateReply{Node: &wfv1.NodeResult{Phase: wfv1.NodePending, Message: msg}, Requeue: &metav1.Duration{Duration: p.opts.Requeue}},
+		reply:    executor.ExecuteTemplateReply{Node: node, Requeue: &metav1.Duration{Duration: p.opts.Requeue}},
 		outcome:  string(wfv1.NodePending),
 		req:      req,
 		trainJob: name,

@@ -16,7 +16,12 @@ import (
 
 // Defaults, documented in the README.
 const (
-	DefaultAddr      = ":7356"
+	DefaultAddr = ":7356"
+	// DefaultMetricsAddr keeps /metrics on the pod's loopback: reachable from the agent pod's own
+	// containers, not from the network.
+	DefaultMetricsAddr = "127.0.0.1:7357"
+	// MetricsOff as the metrics address serves no metrics.
+	MetricsOff       = "off"
 	DefaultTokenFile = "/var/run/argo/token"
 	DefaultKey       = "trainstep"
 	DefaultHoldMax   = 20 * time.Second
@@ -34,6 +39,9 @@ const (
 type Options struct {
 	// Addr is where the HTTP server listens.
 	Addr string
+	// MetricsAddr is where /metrics is served, apart from the execute API; MetricsOff serves none.
+	// It is unauthenticated: bind it beyond loopback only where the network is trusted.
+	MetricsAddr string
 	// TokenFile holds the bearer token the agent sends; it is re-read when it changes.
 	TokenFile string
 	// Key is the plugin key of the templates this plugin answers: plugin: {<key>: {...}}.
@@ -63,6 +71,9 @@ type Options struct {
 func (o *Options) Default() {
 	if o.Addr == "" {
 		o.Addr = DefaultAddr
+	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = DefaultMetricsAddr
 	}
 	if o.TokenFile == "" {
 		o.TokenFile = DefaultTokenFile

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -48,6 +49,11 @@ type Plugin struct {
 	waiters *waiters
 	reaper  *reaper
 	tails   *trainjob.Tails
+
+	metricsAddr atomic.Value // string: the bound metrics address
+
+	createdMu sync.Mutex
+	created   map[types.NamespacedName]struct{} // TrainJobs this process created
 }
 
 // eventObjectName indexes cached Events by the TrainJob they are about.
@@ -98,6 +104,7 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 		held:    make(chan struct{}, max(opts.MaxHeld, 0)),
 		waiters: newWaiters(),
 		tails:   trainjob.NewTails(),
+		created: map[types.NamespacedName]struct{}{},
 	}
 	if err := c.IndexField(context.Background(), &corev1.Event{}, eventObjectName, func(o client.Object) []string {
 		return []string{o.(*corev1.Event).InvolvedObject.Name}

@@ -50,6 +50,12 @@ func pluginBody(tmpl *wfv1.Template, key string) (json.RawMessage, error) {
 // template's timeout and its declared outputs. Bad input comes back as a *step.InvalidError.
 func parseRequest(args executor.ExecuteTemplateArgs, key string, body json.RawMessage) (*request, error) {
 	base := field.NewPath("plugin", key)
+	switch {
+	case args.Workflow == nil:
+		return nil, step.Invalid(field.ErrorList{field.Required(field.NewPath("workflow"), "the request names no workflow")})
+	case args.Template == nil:
+		return nil, step.Invalid(field.ErrorList{field.Required(field.NewPath("template"), "the request has no template")})
+	}
 	var errs field.ErrorList
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
@@ -175,14 +181,15 @@ func stringField(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// identity names the TrainJob of this request: the workflow UID, the step key and the attempt,
-// owned by the Workflow so deleting the Workflow deletes it.
-func (r *request) identity() trainjob.Identity {
+// identity names the TrainJob of this request: the workflow UID, the step key, the attempt and
+// the run (see runOf), owned by the Workflow so deleting the Workflow deletes it.
+func (r *request) identity(run string) trainjob.Identity {
 	return trainjob.Identity{
 		Engine:   Engine,
 		OwnerUID: r.Workflow.UID,
 		StepKey:  r.Key,
 		Attempt:  r.Attempt,
+		Run:      run,
 		Owner:    workflowOwner(r.Workflow.Name, r.Workflow.UID),
 	}
 }

@@ -20,8 +20,9 @@ import (
 // ExecutePath is the one method of Argo's executor plugin API.
 const ExecutePath = "/api/v1/template.execute"
 
-// Handler serves the execute path, /healthz, /readyz and /metrics. Unknown paths are 404; the
-// execute path never is (a 404 disables the plugin for the rest of the workflow).
+// Handler serves the execute path, /healthz and /readyz. Unknown paths are 404; the execute path
+// never is (a 404 disables the plugin for the rest of the workflow). /metrics is served apart, by
+// MetricsHandler, on the metrics address (loopback by default).
 func (p *Plugin) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
@@ -39,8 +40,48 @@ func (p *Plugin) Handler() http.Handler {
 		}
 		c.String(http.StatusOK, "ok")
 	})
-	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{})))
 	return r
+}
+
+// MetricsHandler serves /metrics.
+func (p *Plugin) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// Server timeouts. The agent is the only client of the execute API and sits in the same pod.
+const (
+	// readHeaderTimeout bounds a client that opens a connection and sends a request slowly.
+	readHeaderTimeout = 5 * time.Second
+	// readTimeout bounds reading a whole request, the body (up to MaxBody) included.
+	readTimeout = 15 * time.Second
+	// writeTimeout counts from the end of the headers: the body read, then a held call (the
+	// handler gives up at agentTimeout-2s whatever --hold-max says), then the reply.
+	writeTimeout = readTimeout + agentTimeout
+	// idleTimeout closes kept-alive connections the agent no longer uses.
+	idleTimeout = 90 * time.Second
+)
+
+// newServer is an HTTP server with every timeout set; requests inherit ctx.
+func newServer(ctx context.Context, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+}
+
+// MetricsAddr is the address /metrics is served on once Serve runs ("" when off or not yet).
+func (p *Plugin) MetricsAddr() string {
+	if a, ok := p.metricsAddr.Load().(string); ok {
+		return a
+	}
+	return ""
 }
 
 func (p *Plugin) handleExecute(c *gin.Context) {
@@ -118,16 +159,29 @@ func (p *Plugin) Run(ctx context.Context) error {
 	return p.Serve(ctx, ln)
 }
 
-// Serve is Run on a listener the caller opened.
+// Serve is Run on a listener the caller opened. It also opens the metrics address, unless off.
 func (p *Plugin) Serve(ctx context.Context, ln net.Listener) error {
 	// Requests inherit ctx, so held calls are answered (in progress, with a requeue) on shutdown.
-	srv := &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	errc := make(chan error, 1)
+	srv := newServer(ctx, p.Handler())
+	servers := []*http.Server{srv}
+	errc := make(chan error, 2)
+	if p.opts.MetricsAddr != MetricsOff {
+		mln, err := net.Listen("tcp", p.opts.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listening on %s for metrics (--metrics-addr, %q turns them off): %w", p.opts.MetricsAddr, MetricsOff, err)
+		}
+		p.metricsAddr.Store(mln.Addr().String())
+		msrv := newServer(ctx, p.MetricsHandler())
+		servers = append(servers, msrv)
+		go func() { errc <- msrv.Serve(mln) }()
+	}
 	go func() { errc <- srv.Serve(ln) }()
-	p.log.Info("serving the Argo executor plugin", "addr", ln.Addr().String(), "namespace", p.opts.Namespace, "key", p.opts.Key,
+	p.log.Info("serving the Argo executor plugin", "addr", ln.Addr().String(), "metricsAddr", p.MetricsAddr(), "namespace", p.opts.Namespace, "key", p.opts.Key,
 		"holdMax", p.opts.HoldMax.String(), "maxHeld", p.opts.MaxHeld, "requeue", p.opts.Requeue.String())
 	if err := p.Start(ctx); err != nil {
-		_ = srv.Close()
+		for _, s := range servers {
+			_ = s.Close()
+		}
 		return err
 	}
 	select {
@@ -142,8 +196,10 @@ func (p *Plugin) Serve(ctx context.Context, ln net.Listener) error {
 	if err := p.Sweep(done); err != nil {
 		errs = append(errs, err)
 	}
-	if err := srv.Shutdown(done); err != nil {
-		errs = append(errs, fmt.Errorf("stopping the HTTP server: %w", err))
+	for _, s := range servers {
+		if err := s.Shutdown(done); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the HTTP server: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -44,7 +44,11 @@ func specFromRun(run *v1beta1.CustomRun) (*step.Spec, []source, error) {
 	var problems []string
 	if cs := run.Spec.CustomSpec; cs != nil && len(cs.Spec.Raw) > 0 {
 		if err := json.Unmarshal(cs.Spec.Raw, &doc); err != nil || doc == nil {
-			problems = append(problems, fmt.Sprintf("customSpec.spec: must be a step object: %v", err))
+			why := "got null"
+			if err != nil {
+				why = err.Error()
+			}
+			problems = append(problems, "customSpec.spec: must be a step object: "+why)
 			doc = step.Object{}
 		}
 		sources = append(sources, source{param: "customSpec.spec"})

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/plugin/argo"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/test/internal/argotest"
 	"github.com/trainstep/trainstep/test/internal/testenv"
@@ -69,7 +70,7 @@ func TestArgoPluginKilledMidHeldCallFindsTheSameTrainJob(t *testing.T) {
 	addr := freeAddr(t)
 	plugin := func() *process {
 		p := startProcess(t, "argo-plugin", "--kubeconfig", env.Kubeconfig, "--namespace", ns, "--addr", addr,
-			"--token-file", tokenFile, "--hold-max", "20s", "--requeue", "1s")
+			"--token-file", tokenFile, "--hold-max", "20s", "--requeue", "1s", "--metrics-addr", argo.MetricsOff)
 		require.Eventually(t, func() bool { return ready("http://" + addr + "/readyz") }, testenv.Timeout, testenv.Interval, p.output.String)
 		return p
 	}

@@ -352,7 +352,8 @@ func (s *soak) startArgo() func() {
 	token := uuid.NewString()
 	file := t.TempDir() + "/token"
 	require.NoError(t, os.WriteFile(file, []byte(token), 0o440))
-	p, err := argo.New(env.Config, argo.Options{TokenFile: file, Namespace: s.ns, HoldMax: 2 * time.Second, Requeue: time.Second, Logs: sim.Logs})
+	p, err := argo.New(env.Config, argo.Options{TokenFile: file, Namespace: s.ns, HoldMax: 2 * time.Second, Requeue: time.Second, Logs: sim.Logs,
+		MetricsAddr: argo.MetricsOff})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

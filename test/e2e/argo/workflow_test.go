@@ -13,6 +13,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -181,4 +182,84 @@ spec:
 		l := &trainer.TrainJobList{}
 		return c.List(t.Context(), l, client.InNamespace(Namespace), client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)}) == nil && len(l.Items) == 0
 	}, testenv.Timeout, testenv.Interval, "TrainJob %s must be deleted", tj.Name)
+}
+
+// TestArgoRetryGetsANewTrainJob: the train step fails, the workflow fails, `argo retry` (what
+// util.FormulateRetryWorkflow does to the Workflow, see retryWorkflow) and Argo's own controller
+// and agent run the node again with the very same call: trainstep starts a second TrainJob
+// instead of answering with the failed one.
+func TestArgoRetryGetsANewTrainJob(t *testing.T) {
+	wf := harness.Submit(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {generateName: train-retry-}
+spec:
+  entrypoint: main
+  serviceAccountName: trainstep-workflow
+  templates:
+    - name: main
+      steps:
+        - - {name: train, template: train}
+    - name: train
+      plugin:
+        trainstep:
+          key: "{{node.name}}"
+          framework: xgboost
+          labels: {sim-mode: fail}
+          trainer: {numNodes: 1, func: "def train():\n    pass\n"}
+`)
+	harness.RunAgent(t, wf.Name, e2eTimeout)
+	got := harness.WaitPhase(t, wf.Name, e2eTimeout)
+	require.Equal(t, wfv1.WorkflowFailed, got.Status.Phase, argoharness.Nodes(got))
+	first := trainJobsOf(t, wf)
+	require.Len(t, first, 1, argoharness.Nodes(got))
+
+	require.NoError(t, c.Update(t.Context(), retryWorkflow(got)))
+	harness.RunAgent(t, wf.Name, e2eTimeout)
+	got = harness.WaitPhase(t, wf.Name, e2eTimeout)
+	require.Equal(t, wfv1.WorkflowFailed, got.Status.Phase, "the retried step fails again (sim-mode fail): %s", argoharness.Nodes(got))
+	jobs := trainJobsOf(t, wf)
+	require.Len(t, jobs, 2, "the retried node must get a TrainJob of its own: %s", argoharness.Nodes(got))
+	train := got.Status.Nodes.FindByDisplayName("train")
+	require.NotNil(t, train, argoharness.Nodes(got))
+	var name string
+	for _, p := range train.Outputs.Parameters {
+		if p.Name == trainjob.OutName {
+			name = p.Value.String()
+		}
+	}
+	assert.NotEqual(t, first[0], name, "the retried node reports the new TrainJob")
+	assert.Contains(t, jobs, name)
+}
+
+func trainJobsOf(t *testing.T, wf *wfv1.Workflow) []string {
+	t.Helper()
+	l := &trainer.TrainJobList{}
+	require.NoError(t, c.List(t.Context(), l, client.InNamespace(Namespace), client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)}))
+	var names []string
+	for _, j := range l.Items {
+		names = append(names, j.Name)
+	}
+	return names
+}
+
+// retryWorkflow is what `argo retry` (util.FormulateRetryWorkflow and createNewRetryWorkflow in
+// Argo v3.7.3) does to a failed workflow whose failed nodes are plugin steps: the completed labels
+// go, the phase is Running, status.startedAt is now, the Completed condition is false, and the
+// failed execution nodes and the steps/retry nodes above them are removed. Calling Argo's function
+// itself would link its API server (argo-events, SQL drivers with cgo) into this suite.
+func retryWorkflow(wf *wfv1.Workflow) *wfv1.Workflow {
+	n := wf.DeepCopy()
+	delete(n.Labels, "workflows.argoproj.io/completed")
+	delete(n.Labels, "workflows.argoproj.io/workflow-archiving-status")
+	n.Labels["workflows.argoproj.io/phase"] = string(wfv1.NodeRunning)
+	n.Status.Conditions.UpsertCondition(wfv1.Condition{Status: metav1.ConditionFalse, Type: wfv1.ConditionTypeCompleted})
+	n.Status.Phase = wfv1.WorkflowRunning
+	n.Status.Message = ""
+	n.Status.StartedAt = metav1.Time{Time: time.Now().UTC()}
+	n.Status.FinishedAt = metav1.Time{}
+	n.Spec.Shutdown = ""
+	// Every node here failed with the train step: the retry resets the workflow to its start.
+	n.Status.Nodes = wfv1.Nodes{}
+	return n
 }

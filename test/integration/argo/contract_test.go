@@ -121,15 +121,20 @@ func TestRoutes(t *testing.T) {
 		want         int
 		contains     string
 	}{
-		"GET on the execute path": {http.MethodGet, argo.ExecutePath, http.StatusMethodNotAllowed, ""},
-		"unknown path":            {http.MethodPost, "/api/v1/template.nope", http.StatusNotFound, ""},
-		"healthz":                 {http.MethodGet, "/healthz", http.StatusOK, "ok"},
-		"readyz":                  {http.MethodGet, "/readyz", http.StatusOK, "ok"},
-		"metrics":                 {http.MethodGet, "/metrics", http.StatusOK, "trainstep_argo_held_calls"},
+		"GET on the execute path":           {http.MethodGet, argo.ExecutePath, http.StatusMethodNotAllowed, ""},
+		"unknown path":                      {http.MethodPost, "/api/v1/template.nope", http.StatusNotFound, ""},
+		"healthz":                           {http.MethodGet, "/healthz", http.StatusOK, "ok"},
+		"readyz":                            {http.MethodGet, "/readyz", http.StatusOK, "ok"},
+		"no metrics beside the execute API": {http.MethodGet, "/metrics", http.StatusNotFound, ""},
+		"metrics on the metrics address":    {http.MethodGet, "metrics:/metrics", http.StatusOK, "trainstep_argo_held_calls"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			req, err := http.NewRequestWithContext(t.Context(), tc.method, h.URL+tc.path, http.NoBody)
+			url := h.URL + tc.path
+			if p, ok := strings.CutPrefix(tc.path, "metrics:"); ok {
+				url = h.Metrics + p
+			}
+			req, err := http.NewRequestWithContext(t.Context(), tc.method, url, http.NoBody)
 			require.NoError(t, err)
 			resp, err := http.DefaultClient.Do(req)
 			require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -284,11 +285,166 @@ func metric(t testing.TB, h *harness, name string) string {
 	t.Helper()
 	metricMu.Lock()
 	defer metricMu.Unlock()
-	b := get(t, h.URL+"/metrics")
+	b := get(t, h.Metrics+"/metrics")
 	for _, line := range strings.Split(b, "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return v
 		}
 	}
 	return ""
+}
+
+// recordNode does what Argo's controller does with a reply the agent patched into the
+// WorkflowTaskSet: it copies the reply's phase, message and outputs onto the node in
+// status.nodes.
+func recordNode(t *testing.T, wf *wfv1.Workflow, node string, r argotest.Reply) {
+	t.Helper()
+	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(wf), wf))
+	if wf.Status.Nodes == nil {
+		wf.Status.Nodes = wfv1.Nodes{}
+	}
+	id := wf.NodeID(node)
+	wf.Status.Nodes.Set(id, wfv1.NodeStatus{ID: id, Name: node, Type: wfv1.NodeTypePlugin, Phase: r.Node.Phase, Message: r.Node.Message, Outputs: r.Node.Outputs})
+	require.NoError(t, c.Update(t.Context(), wf))
+}
+
+// TestArgoRetryGetsANewTrainJob: `argo retry` keeps the workflow UID, {{node.name}} and resets
+// {{retries}}, so the retried node sends the very call that failed. It must get a new TrainJob,
+// not the failed one; an ordinary replay after that still finds the new one.
+func TestArgoRetryGetsANewTrainJob(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
+	wf := workflow(t, ns)
+	args, err := argotest.Args(wf.Name, ns, string(wf.UID), step(wf.Name+".train", "hold"))
+	require.NoError(t, err)
+	r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
+	require.NoError(t, err)
+	require.NotNil(t, r.Node, "body: %s", r.Body)
+	first, _ := r.Output(trainjob.OutName)
+	require.NotEmpty(t, first, r.Node.Message)
+	require.NoError(t, sim.Finish(t.Context(), ns, first, trainersim.Behavior{Mode: trainersim.Fail, Log: []string{"boom"}}))
+	r = callUntil(t, h, args)
+	require.Equal(t, wfv1.NodeFailed, r.Node.Phase)
+	recordNode(t, wf, wf.Name+".train", r)
+
+	// The workflow fails, then `argo retry`.
+	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(wf), wf))
+	wf.Status.Phase = wfv1.WorkflowFailed
+	wf.Labels = map[string]string{argo.LabelCompleted: "true"}
+	require.NoError(t, c.Update(t.Context(), wf))
+	require.NoError(t, c.Update(t.Context(), argoRetry(wf)))
+
+	var second string
+	require.Eventually(t, func() bool {
+		r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
+		require.NoError(t, err)
+		require.NotNil(t, r.Node, "body: %s", r.Body)
+		second, _ = r.Output(trainjob.OutName)
+		return r.Node.Phase != wfv1.NodeFailed && second != "" // a stopping workflow gets Failed until the cache sees the retry
+	}, testenv.Timeout, testenv.Interval, "the retried node must not be answered with the failed TrainJob")
+	assert.NotEqual(t, first, second, "the retried node gets a new TrainJob")
+
+	r, err = argotest.Execute(t.Context(), h.URL, h.Token, args)
+	require.NoError(t, err)
+	require.NotNil(t, r.Node)
+	again, _ := r.Output(trainjob.OutName)
+	assert.Equal(t, second, again, "a replay of the retried node finds its TrainJob")
+	assert.NotEqual(t, wfv1.NodeFailed, r.Node.Phase, r.Node.Message)
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 2, "the failed TrainJob is kept, one new one runs")
+}
+
+// TestTrainJobDeletedUnderneath: a TrainJob deleted between calls (kubectl delete trainjob) is
+// not created again from zero: the step fails saying so, in the same process and after a
+// restart, which knows from the Workflow's node status that the job was made.
+func TestTrainJobDeletedUnderneath(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "same process", true: "after a restart"}[restart], func(t *testing.T) {
+			ns := env.Namespace(t)
+			h := startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
+			wf := workflow(t, ns)
+			args, err := argotest.Args(wf.Name, ns, string(wf.UID), step(wf.Name+".train", "hold"))
+			require.NoError(t, err)
+			r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
+			require.NoError(t, err)
+			require.NotNil(t, r.Node, "body: %s", r.Body)
+			name, _ := r.Output(trainjob.OutName)
+			require.NotEmpty(t, name, r.Node.Message)
+			recordNode(t, wf, wf.Name+".train", r)
+			if restart {
+				h.stop()
+			}
+
+			require.NoError(t, c.Delete(t.Context(), &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}))
+			require.Eventually(t, func() bool {
+				return apierrors.IsNotFound(c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &trainer.TrainJob{}))
+			}, testenv.Timeout, testenv.Interval)
+			if restart {
+				h = startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
+			}
+
+			require.Eventually(t, func() bool {
+				r, err = argotest.Execute(t.Context(), h.URL, h.Token, args)
+				require.NoError(t, err)
+				require.NotNil(t, r.Node, "body: %s", r.Body)
+				return r.Node.Phase == wfv1.NodeFailed // the cache may still show the job for a moment
+			}, testenv.Timeout, testenv.Interval, "the step must fail")
+			assert.Contains(t, r.Node.Message, name)
+			assert.Contains(t, r.Node.Message, "was deleted")
+			assert.Nil(t, r.Requeue)
+			assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns), "no TrainJob may be created again")
+		})
+	}
+}
+
+// argoRetry is what `argo retry` (util.FormulateRetryWorkflow in Argo v3.7.3, through
+// createNewRetryWorkflow) does to a failed workflow, on the fields the plugin reads: the completed
+// label goes, the phase is Running again, status.startedAt is now and the failed execution nodes
+// are removed from status.nodes (the controller creates them again, with the same IDs and names).
+// Calling Argo's function itself would link its server (argo-events, SQL drivers with cgo) into
+// this suite.
+func argoRetry(wf *wfv1.Workflow) *wfv1.Workflow {
+	n := wf.DeepCopy()
+	delete(n.Labels, argo.LabelCompleted)
+	n.Status.Phase = wfv1.WorkflowRunning
+	n.Status.StartedAt = metav1.NewTime(time.Now().UTC())
+	n.Status.FinishedAt = metav1.Time{}
+	n.Spec.Shutdown = ""
+	for id, node := range wf.Status.Nodes {
+		if node.FailedOrError() && node.Type == wfv1.NodeTypePlugin {
+			delete(n.Status.Nodes, id)
+		}
+	}
+	return n
+}
+
+// TestWorkflowNotStartedIsPending: a call that beats the controller's write of status.startedAt
+// (the run is part of the identity) is answered Pending and creates nothing, so the TrainJob is
+// made once, under the run's identity.
+func TestWorkflowNotStartedIsPending(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
+	wf := &wfv1.Workflow{}
+	wf.Namespace, wf.GenerateName = ns, "wf-"
+	wf.Spec.Entrypoint = "main"
+	wf.Spec.Templates = []wfv1.Template{{Name: "main", Suspend: &wfv1.SuspendTemplate{}}}
+	require.NoError(t, c.Create(t.Context(), wf))
+	args, err := argotest.Args(wf.Name, ns, string(wf.UID), step(wf.Name+".train", "hold"))
+	require.NoError(t, err)
+	r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
+	require.NoError(t, err)
+	require.NotNil(t, r.Node, "body: %s", r.Body)
+	assert.Equal(t, wfv1.NodePending, r.Node.Phase)
+	assert.Contains(t, r.Node.Message, "status.startedAt")
+	assert.NotNil(t, r.Requeue)
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
+
+	wf.Status.Phase, wf.Status.StartedAt = wfv1.WorkflowRunning, metav1.Now()
+	require.NoError(t, c.Update(t.Context(), wf))
+	require.Eventually(t, func() bool {
+		r, err = argotest.Execute(t.Context(), h.URL, h.Token, args)
+		require.NoError(t, err)
+		name, _ := r.Output(trainjob.OutName)
+		return name != ""
+	}, testenv.Timeout, testenv.Interval, "once the workflow has started, the step starts")
+	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 1)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/plugin/argo"
@@ -91,6 +92,7 @@ func ArgoCRDs(ctx context.Context) (string, error) {
 // harness is one running plugin.
 type harness struct {
 	URL       string
+	Metrics   string // the metrics server's URL
 	Token     string
 	TokenFile string
 	Namespace string
@@ -105,7 +107,7 @@ func startPlugin(t testing.TB, ns string, mod func(*argo.Options)) *harness {
 	token := uuid.NewString()
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o440))
-	opts := argo.Options{TokenFile: tokenFile, Namespace: ns, HoldMax: 5 * time.Second, Requeue: time.Second, Logs: sim.Logs}
+	opts := argo.Options{TokenFile: tokenFile, Namespace: ns, HoldMax: 5 * time.Second, Requeue: time.Second, Logs: sim.Logs, MetricsAddr: "127.0.0.1:0"}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -133,6 +135,7 @@ func startPlugin(t testing.TB, ns string, mod func(*argo.Options)) *harness {
 	}
 	t.Cleanup(h.stop)
 	require.Eventually(t, func() bool { return get(t, h.URL+"/readyz") == "ok" }, testenv.Timeout, testenv.Interval, "the plugin must become ready")
+	h.Metrics = "http://" + p.MetricsAddr()
 	return h
 }
 
@@ -143,6 +146,10 @@ func workflow(t testing.TB, ns string) *wfv1.Workflow {
 	wf.Namespace, wf.GenerateName = ns, "wf-"
 	wf.Spec.Entrypoint = "main"
 	wf.Spec.Templates = []wfv1.Template{{Name: "main", Suspend: &wfv1.SuspendTemplate{}}}
+	// What Argo's controller records when it starts the workflow, before it hands any node to the
+	// agent. A minute ago, so that an `argo retry` in the test falls in another second.
+	wf.Status.Phase = wfv1.WorkflowRunning
+	wf.Status.StartedAt = metav1.NewTime(time.Now().Add(-time.Minute))
 	require.NoError(t, c.Create(t.Context(), wf))
 	return wf
 }

@@ -151,7 +151,9 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 		return nil, err
 	}
 	manifests := filepath.Join(root, "manifests", "argo")
-	if err := h.apply(ctx, filepath.Join(manifests, "trainstep-executor-plugin-configmap.yaml"), filepath.Join(manifests, "rbac.yaml")); err != nil {
+	// The admission policy too: the plugin runs with its ServiceAccount narrowed as installed.
+	if err := h.apply(ctx, filepath.Join(manifests, "trainstep-executor-plugin-configmap.yaml"), filepath.Join(manifests, "rbac.yaml"),
+		filepath.Join(manifests, "admission-policy.yaml")); err != nil {
 		return nil, err
 	}
 	pluginCfg, err := h.serviceAccountKubeconfig(ctx, opts, "trainstep-executor-plugin")
