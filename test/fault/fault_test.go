@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -338,4 +339,12 @@ func ready(url string) bool {
 	}
 	_ = resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// startedByArgo records what Argo's controller does when it starts a workflow, before it hands
+// any node to the agent (the plugin waits for status.startedAt: it is part of a step's identity,
+// so that `argo retry` gets a new TrainJob).
+func startedByArgo(wf *wfv1.Workflow) {
+	wf.Status.Phase = wfv1.WorkflowRunning
+	wf.Status.StartedAt = metav1.NewTime(time.Now().Add(-time.Minute))
 }

@@ -77,6 +77,7 @@ func TestArgoPluginKilledMidHeldCallFindsTheSameTrainJob(t *testing.T) {
 	wf := &wfv1.Workflow{}
 	wf.Name, wf.Namespace = "train-dag", ns
 	wf.Spec.Entrypoint = "train"
+	startedByArgo(wf)
 	require.NoError(t, c.Create(t.Context(), wf))
 	args, err := argotest.Args(wf.Name, ns, string(wf.UID), "key: train-dag.train\nattempt: \"0\"\nframework: jax\ntrainer: {func: \"def f(): pass\"}\n")
 	require.NoError(t, err)

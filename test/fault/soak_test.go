@@ -282,6 +282,7 @@ func (s *soak) argoStep(key, act string) {
 	wf := &wfv1.Workflow{}
 	wf.Namespace, wf.Name = s.ns, "wf-"+key
 	wf.Spec.Entrypoint = "main"
+	startedByArgo(wf)
 	require.NoError(t, c.Create(t.Context(), wf))
 	owner := string(wf.UID)
 	call := func(fateLabel string, attempt int) (*wfv1.NodeResult, error) {
