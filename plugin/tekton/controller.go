@@ -210,12 +210,12 @@ func Setup(mgr manager.Manager, opts Options) error {
 		apiReader: mgr.GetAPIReader(),
 		// The cache, not the manager's client: that client reads unstructured objects (runtimes are
 		// read unstructured) straight from the apiserver, a LIST of each kind per plan.
-		planner:   &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: mgr.GetCache()}},
-		logs:      logs,
-		clock:     opts.Clock,
-		recorder:  mgr.GetEventRecorder(Name),
-		metrics:   m,
-		tails:     trainjob.NewTails(),
+		planner:  &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: mgr.GetCache()}},
+		logs:     logs,
+		clock:    opts.Clock,
+		recorder: mgr.GetEventRecorder(Name),
+		metrics:  m,
+		tails:    trainjob.NewTails(),
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Event{}, eventObjectName, func(o client.Object) []string {
 		return []string{o.(*corev1.Event).InvolvedObject.Name}
