@@ -75,7 +75,8 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 	echo "JobSet pods whose command carries that source. \`scoped\` is \`--workflow wf-x\` (as in an"
 	echo "agent pod); \`unscoped\` is the same sidecar without it. Pods cannot be narrowed to a workflow"
 	echo "(the Trainer copies no TrainJob label to them), so they are cached trimmed: no spec,"
-	echo "annotations or managedFields."
+	echo "annotations or managedFields. \`heap-MB\` is the Go heap in use 3 s after the cache synced"
+	echo "(garbage of the first lists included); \`rss-MB\` the process's resident set."
 	echo
 	table "$tmp/argo.out"
 	echo
