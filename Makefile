@@ -83,6 +83,10 @@ bench: test-assets ## benchmarks side by side; compare runs with benchstat
 	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) -col /wait bench.out
 	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) -col /submit bench.out
 
+.PHONY: bench-scale
+bench-scale: test-assets ## the scale figures (Argo sidecar RSS, Tekton requests/run, CLI connections) → docs/benchmarks.md
+	K8S_VERSION=$(K8S_VERSION) bash hack/bench-scale.sh
+
 fuzz: ## each fuzz test for FUZZTIME; the checked-in seeds (testdata/fuzz) also run under plain go test
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./core/step/
 	go test -run '^$$' -fuzz '^FuzzPyLiteral$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./core/trainers/

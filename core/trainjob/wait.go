@@ -27,7 +27,9 @@ var ErrDeleted = errors.New("the TrainJob was deleted before it finished")
 var ErrForbidden = errors.New("forbidden")
 
 // Waiter follows one TrainJob and its pods with watches (informers, so a 410 Gone relists and
-// resumes) until it is terminal. It never polls.
+// resumes) until it is terminal. It never polls. Its three watches (the TrainJob, its pods, the
+// Events about it) are streams of the Client's HTTP/2 connection, not connections of their own,
+// when the Client's HTTP client is shared (internal/cli's run shares one with the log stream).
 type Waiter struct {
 	Client client.WithWatch
 	Logs   LogSource
@@ -78,6 +80,10 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 	events := cache.NewSharedIndexInformer(listWatch(w.Client, &corev1.EventList{}, namespace, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.Set{"involvedObject.kind": trainer.TrainJobKind, "involvedObject.name": name}.String()
 	}), &corev1.Event{}, 0, cache.Indexers{})
+	// The watch caches keep only what Decide reads.
+	_ = jobs.SetTransform(StripManagedFields)
+	_ = pods.SetTransform(TrimPod)
+	_ = events.SetTransform(StripManagedFields)
 	for what, inf := range map[string]cache.SharedIndexInformer{"trainjobs": jobs, "pods": pods, "events": events} {
 		if _, err := inf.AddEventHandler(notify); err != nil {
 			return Observation{}, fmt.Errorf("watching TrainJob %s/%s: %w", namespace, name, err)

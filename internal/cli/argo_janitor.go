@@ -38,9 +38,13 @@ unfinished trainstep TrainJob whose Argo node is finished or whose Workflow is s
 			if err != nil {
 				return err
 			}
-			cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-				&trainer.TrainJob{}: {Label: argo.JanitorSelector()},
-			}}
+			cacheOpts := cache.Options{
+				// Nothing cached (Workflows, TrainJobs) keeps its managedFields.
+				DefaultTransform: trainjob.StripManagedFields,
+				ByObject: map[client.Object]cache.ByObject{
+					&trainer.TrainJob{}: {Label: argo.JanitorSelector()},
+				},
+			}
 			if len(c.namespaces) > 0 {
 				cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 				for _, ns := range c.namespaces {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/http"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -58,11 +59,16 @@ func (k *kubeFlags) ns() string {
 }
 
 func newClient(cfg *rest.Config) (client.WithWatch, error) {
+	return newClientFor(cfg, nil)
+}
+
+// newClientFor is newClient over a given HTTP client (nil: its own), to share its connections.
+func newClientFor(cfg *rest.Config, hc *http.Client) (client.WithWatch, error) {
 	s, err := trainjob.NewScheme()
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: s, HTTPClient: hc})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 
 	"github.com/trainstep/trainstep/core/trainjob"
 )
@@ -27,9 +28,12 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	return MainWith(ctx, args, stdin, stdout, stderr, Overrides{})
 }
 
-// Overrides replace what a test bed cannot provide: a kubelet to read pod logs from.
+// Overrides replace what a test bed cannot provide: a kubelet to read pod logs from; and let it
+// see what it cannot otherwise: the connections a step dials to the apiserver.
 type Overrides struct {
 	Logs trainjob.LogSource
+	// Config, when set, adjusts run's cluster config (a counting Dial or WrapTransport).
+	Config func(*rest.Config)
 }
 
 // MainWith is Main with test seams.

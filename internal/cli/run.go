@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -46,10 +47,12 @@ type runOptions struct {
 	stdout, stderr io.Writer
 	// logs overrides the kubelet log source (tests: the Trainer simulator's).
 	logs trainjob.LogSource
+	// config adjusts the cluster config (tests: counting connections and requests).
+	config func(*rest.Config)
 }
 
 func newRunCommand(code *int, ov Overrides) *cobra.Command {
-	o := &runOptions{logs: ov.Logs}
+	o := &runOptions{logs: ov.Logs, config: ov.Config}
 	cmd := &cobra.Command{
 		Use:   "run -f STEP.yaml",
 		Short: "Run one training step: submit its TrainJob, wait for it, write its outputs",
@@ -109,7 +112,17 @@ func (o *runOptions) run(ctx context.Context) int {
 	if err != nil {
 		return o.fail(err)
 	}
-	c, err := newClient(cfg)
+	if o.config != nil {
+		o.config(cfg)
+	}
+	// One HTTP client for every request of the step: the submit, the three watches and the log
+	// stream share its HTTP/2 connection (client-go multiplexes them as streams), so a step holds
+	// one connection to the apiserver however many watches it runs.
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return o.fail(fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err))
+	}
+	c, err := newClientFor(cfg, hc)
 	if err != nil {
 		return o.fail(err)
 	}
@@ -131,7 +144,7 @@ func (o *runOptions) run(ctx context.Context) int {
 	}
 	o.say("%s TrainJob %s/%s (runtime %s, %s)", verb, created.Namespace, created.Name, plan.Runtime.Name, plan.Trainer.Kind())
 
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return o.fail(fmt.Errorf("connecting to the cluster: %w", err))
 	}

@@ -74,13 +74,19 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cache.New(cfg, cacheOptions(scheme, opts))
-	if err != nil {
-		return nil, fmt.Errorf("building the informer cache: %w", err)
-	}
 	api, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
+	}
+	var owner types.UID
+	if opts.Workflow != "" {
+		if owner, err = workflowUID(api, opts.Namespace, opts.Workflow); err != nil {
+			return nil, err
+		}
+	}
+	c, err := cache.New(cfg, cacheOptions(scheme, opts, owner))
+	if err != nil {
+		return nil, fmt.Errorf("building the informer cache: %w", err)
 	}
 	logs := opts.Logs
 	if logs == nil {
@@ -112,14 +118,24 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 		return nil, fmt.Errorf("indexing Events: %w", err)
 	}
 	p.reaper = newReaper(opts.Namespace, c, api, opts.Logger)
+	p.metrics.registry.MustRegister(cachedTrainJobs(c))
 	return p, nil
 }
 
 // cacheOptions keeps the cache to what the plugin reads: its namespace's trainstep TrainJobs
-// made by this face, the pods of JobSets, Events about TrainJobs (the Trainer's
-// TrainJobResourcesCreationFailed), the runtimes and the Workflows (one, if named).
-func cacheOptions(scheme *runtime.Scheme, opts Options) cache.Options {
-	jobs := labels.SelectorFromSet(labels.Set{trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine})
+// made by this face (only its own workflow's, by the owner-uid label, when the sidecar knows its
+// workflow), the pods of JobSets, Events about TrainJobs (the Trainer's
+// TrainJobResourcesCreationFailed), the runtimes and the Workflows (one, if named). Every object
+// is cached without its managedFields, and pods only with what Observe reads (trainjob.TrimPod).
+//
+// Pods cannot be narrowed to one workflow: the Trainer (v2.0 … v2.3) copies none of the
+// TrainJob's labels to its JobSet's pods, which carry only jobset.sigs.k8s.io/jobset-name.
+func cacheOptions(scheme *runtime.Scheme, opts Options, owner types.UID) cache.Options {
+	jobs := labels.Set{trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine}
+	if owner != "" {
+		// The label as Identity writes it (a UID is a valid label value, kept as it is).
+		jobs[trainjob.LabelOwnerUID] = trainjob.Identity{OwnerUID: string(owner)}.Labels()[trainjob.LabelOwnerUID]
+	}
 	podReq, _ := labels.NewRequirement(trainjob.LabelJobSetName, selection.Exists, nil)
 	wf := cache.ByObject{}
 	if opts.Workflow != "" {
@@ -128,9 +144,10 @@ func cacheOptions(scheme *runtime.Scheme, opts Options) cache.Options {
 	return cache.Options{
 		Scheme:            scheme,
 		DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
+		DefaultTransform:  trainjob.StripManagedFields,
 		ByObject: map[client.Object]cache.ByObject{
-			&trainer.TrainJob{}: {Label: jobs},
-			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*podReq)},
+			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(jobs)},
+			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*podReq), Transform: trainjob.TrimPod},
 			&wfv1.Workflow{}:    wf,
 			&corev1.Event{}:     {Field: fields.OneTermEqualSelector("involvedObject.kind", trainer.TrainJobKind)},
 		},

@@ -18,9 +18,11 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
@@ -130,11 +132,13 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	cacheOpts := cache.Options{
+		// Nothing cached keeps its managedFields; pods keep only what Observe reads.
+		DefaultTransform: trainjob.StripManagedFields,
 		ByObject: map[client.Object]cache.ByObject{
 			// Only trainstep's own Tekton TrainJobs, and only pods JobSet made.
 			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(labels.Set{
 				trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine})},
-			&corev1.Pod{}: {Label: existsSelector(trainjob.LabelJobSetName)},
+			&corev1.Pod{}: {Label: existsSelector(trainjob.LabelJobSetName), Transform: trainjob.TrimPod},
 			// Only Events about TrainJobs: the Trainer's TrainJobResourcesCreationFailed.
 			&corev1.Event{}: {Field: fields.OneTermEqualSelector("involvedObject.kind", trainer.TrainJobKind)},
 		},
@@ -204,17 +208,36 @@ func Setup(mgr manager.Manager, opts Options) error {
 	r := &Reconciler{
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
-		planner:   &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: mgr.GetClient()}},
-		logs:      logs,
-		clock:     opts.Clock,
-		recorder:  mgr.GetEventRecorder(Name),
-		metrics:   m,
-		tails:     trainjob.NewTails(),
+		// The cache, not the manager's client: that client reads unstructured objects (runtimes are
+		// read unstructured) straight from the apiserver, a LIST of each kind per plan.
+		planner:  &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: mgr.GetCache()}},
+		logs:     logs,
+		clock:    opts.Clock,
+		recorder: mgr.GetEventRecorder(Name),
+		metrics:  m,
+		tails:    trainjob.NewTails(),
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Event{}, eventObjectName, func(o client.Object) []string {
 		return []string{o.(*corev1.Event).InvolvedObject.Name}
 	}); err != nil {
 		return fmt.Errorf("indexing Events: %w", err)
+	}
+	// A TrainJob's pods are looked up by their JobSet's name, not by scanning the namespace.
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podJobSetName, func(o client.Object) []string {
+		if n := o.GetLabels()[trainjob.LabelJobSetName]; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing pods: %w", err)
+	}
+	// Asking for the runtimes' informers now makes the first plan wait for no cold list.
+	for _, kind := range []string{runtimes.ClusterKind, runtimes.NamespacedKind} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: runtimes.Group, Version: runtimes.Version, Kind: kind})
+		if _, err := mgr.GetCache().GetInformer(context.Background(), u); err != nil {
+			return fmt.Errorf("watching %ss: %w", kind, err)
+		}
 	}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		run, ok := o.(*v1beta1.CustomRun)

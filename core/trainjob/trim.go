@@ -1,0 +1,62 @@
+package trainjob
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Informer caches keep every object they list for as long as the process runs, so each face
+// trims what it caches to what trainstep reads (a transform runs before an object is stored).
+
+// TrimPod keeps of a pod only what following a TrainJob reads: its name, labels (jobset-name,
+// replicated job, completion index), owners and status (phase, conditions, container states).
+// The spec, annotations and managedFields (most of a pod's bytes) are dropped. Anything that is
+// not a *corev1.Pod (a DeletedFinalStateUnknown tombstone) passes through unchanged.
+func TrimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              p.Name,
+			Namespace:         p.Namespace,
+			UID:               p.UID,
+			ResourceVersion:   p.ResourceVersion,
+			CreationTimestamp: p.CreationTimestamp,
+			DeletionTimestamp: p.DeletionTimestamp,
+			Labels:            p.Labels,
+			OwnerReferences:   p.OwnerReferences,
+		},
+		Status: corev1.PodStatus{
+			Phase:                 p.Status.Phase,
+			Reason:                p.Status.Reason,
+			Message:               p.Status.Message,
+			Conditions:            p.Status.Conditions,
+			StartTime:             p.Status.StartTime,
+			InitContainerStatuses: p.Status.InitContainerStatuses,
+			ContainerStatuses:     p.Status.ContainerStatuses,
+		},
+	}, nil
+}
+
+// StripManagedFields drops an object's managedFields (server-side apply bookkeeping trainstep
+// never reads) and the kubectl last-applied annotation, a second copy of the object.
+func StripManagedFields(obj any) (any, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return obj, nil //nolint:nilerr // a tombstone or a list: nothing to strip
+	}
+	if m.GetManagedFields() != nil {
+		m.SetManagedFields(nil)
+	}
+	if a := m.GetAnnotations(); a != nil {
+		if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
+			delete(a, corev1.LastAppliedConfigAnnotation)
+			m.SetAnnotations(a)
+		}
+	}
+	return obj, nil
+}

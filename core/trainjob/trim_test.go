@@ -1,0 +1,59 @@
+package trainjob
+
+import (
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// TestTrimPodKeepsWhatDecideReads: every verdict the follow policy gives is the same on trimmed
+// pods, which carry no spec, annotations or managedFields.
+func TestTrimPodKeepsWhatDecideReads(t *testing.T) {
+	running := pod("job", NodeJob, 0, corev1.PodRunning)
+	full := []corev1.Pod{unschedulable("job-node-0-0-x"), failedNode("job-node-0-1-a", t0, 1), imagePull(), running}
+	var trimmed []corev1.Pod
+	for i := range full {
+		p := full[i].DeepCopy()
+		p.Spec.Containers = []corev1.Container{{Name: "node", Image: "python", Command: []string{"bash", "-c", "long script"}}}
+		p.Annotations = map[string]string{"big": "x"}
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+		out, err := TrimPod(p)
+		require.NoError(t, err)
+		tp := out.(*corev1.Pod)
+		assert.Empty(t, tp.Spec.Containers)
+		assert.Empty(t, tp.Annotations)
+		assert.Empty(t, tp.ManagedFields)
+		assert.Equal(t, full[i].Labels, tp.Labels)
+		trimmed = append(trimmed, *tp)
+	}
+	for name, tj := range map[string]*trainer.TrainJob{
+		"running": followJob(),
+		"failed":  followJob(at(cond(trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs"), t0.Add(time.Minute))),
+	} {
+		d := Deadlines{StartTimeout: time.Minute, Timeout: time.Hour}
+		now := t0.Add(2 * time.Minute)
+		assert.Equal(t, Decide(Snapshot{TrainJob: tj, Pods: full, Now: now}, d), Decide(Snapshot{TrainJob: tj, Pods: trimmed, Now: now}, d), name)
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: &full[0]}
+	out, err := TrimPod(tomb)
+	require.NoError(t, err)
+	assert.Equal(t, tomb, out, "a tombstone passes through")
+}
+
+func TestStripManagedFields(t *testing.T) {
+	tj := followJob()
+	tj.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "trainstep"}}
+	tj.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: "{}", AnnotationStepKey: "k"}
+	out, err := StripManagedFields(tj)
+	require.NoError(t, err)
+	assert.Empty(t, out.(*trainer.TrainJob).ManagedFields)
+	assert.Equal(t, map[string]string{AnnotationStepKey: "k"}, out.(*trainer.TrainJob).Annotations)
+	_, err = StripManagedFields(cache.DeletedFinalStateUnknown{})
+	assert.NoError(t, err)
+}
