@@ -9,6 +9,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/trainstep/trainstep/internal/managed"
 )
 
 // controllerFlags are the flags every long-running controller command shares (the Tekton
@@ -30,6 +32,12 @@ func (c *controllerFlags) bind(f *pflag.FlagSet, metricsDefault string) {
 	f.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader so only one replica acts")
 	f.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	f.StringVar(&c.logFormat, "log-format", "json", "log format: json or text")
+}
+
+// managed is the flags as the options of a controller named name.
+func (c *controllerFlags) managed(name string) managed.Options {
+	return managed.Options{Name: name, Namespaces: c.namespaces, MetricsAddr: c.metricsAddr, ProbeAddr: c.probeAddr,
+		LeaderElection: c.leaderElect, LeaderElectionNamespace: c.leaderElectionNamespace}
 }
 
 // setLogger sends controller-runtime's and client-go's logs to w in the chosen format.

@@ -9,12 +9,16 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/managed"
 )
 
 // JanitorName names the janitor's controller, Lease and Events.
@@ -32,6 +36,26 @@ type Janitor struct {
 }
 
 var _ reconcile.Reconciler = (*Janitor)(nil)
+
+// NewJanitor builds a manager running the Janitor: it caches Workflows and the Argo face's
+// TrainJobs, without their managedFields.
+func NewJanitor(cfg *rest.Config, o managed.Options) (manager.Manager, error) {
+	scheme, err := trainjob.NewScheme(wfv1.AddToScheme)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := managed.New(cfg, scheme, cache.Options{
+		DefaultTransform: trainjob.StripManagedFields,
+		ByObject:         map[client.Object]cache.ByObject{&trainer.TrainJob{}: {Label: JanitorSelector()}},
+	}, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := SetupJanitor(mgr); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
 
 // SetupJanitor adds the Janitor to a manager whose scheme knows Workflows and TrainJobs.
 func SetupJanitor(mgr ctrl.Manager) error {

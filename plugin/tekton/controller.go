@@ -10,10 +10,7 @@ package tekton
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,19 +29,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/trainers"
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/managed"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
 )
 
@@ -143,38 +138,11 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			&corev1.Event{}: {Field: fields.OneTermEqualSelector("involvedObject.kind", trainer.TrainJobKind)},
 		},
 	}
-	if len(opts.Namespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range opts.Namespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cacheOpts,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:        opts.ProbeAddr,
-		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              Name,
-		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := managed.New(cfg, scheme, cacheOpts, managed.Options{Name: Name, Namespaces: opts.Namespaces,
+		MetricsAddr: opts.MetricsAddr, ProbeAddr: opts.ProbeAddr,
+		LeaderElection: opts.LeaderElection, LeaderElectionNamespace: opts.LeaderElectionNamespace})
 	if err != nil {
-		return nil, fmt.Errorf("creating the controller manager: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("adding /healthz: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("informer caches have not synced")
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("adding /readyz: %w", err)
+		return nil, err
 	}
 	if err := Setup(mgr, opts); err != nil {
 		return nil, err

@@ -10,14 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/managed"
 	"github.com/trainstep/trainstep/plugin/argo"
 	"github.com/trainstep/trainstep/test/internal/argotest"
 	"github.com/trainstep/trainstep/test/internal/testenv"
@@ -26,18 +22,8 @@ import (
 // startJanitor runs the cluster-level janitor for one namespace until the test ends.
 func startJanitor(t *testing.T, ns string) {
 	t.Helper()
-	scheme, err := trainjob.NewScheme(wfv1.AddToScheme)
+	mgr, err := argo.NewJanitor(env.Config, managed.Options{Name: argo.JanitorName, Namespaces: []string{ns}, MetricsAddr: "0", ProbeAddr: "0"})
 	require.NoError(t, err)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}},
-			ByObject: map[client.Object]cache.ByObject{&trainer.TrainJob{}: {Label: argo.JanitorSelector()}}},
-		Controller: ctrlConfig(),
-	})
-	require.NoError(t, err)
-	require.NoError(t, argo.SetupJanitor(mgr))
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -91,6 +77,3 @@ func TestJanitorDeletesTheTrainJobOfAFinishedNode(t *testing.T) {
 		testenv.Timeout, testenv.Interval, "a stopped workflow's TrainJobs must be deleted")
 	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
 }
-
-// ctrlConfig lets each test run its own janitor in this one process.
-func ctrlConfig() config.Controller { return config.Controller{SkipNameValidation: ptr.To(true)} }
