@@ -60,3 +60,25 @@ startTimeout: 20s
 	assert.Contains(t, r.stderr, "the Job is retrying it")
 	assert.Contains(t, r.outputs["message"], "RuntimeError: NCCL error: unhandled system error", "the failing node's log tail")
 }
+
+// An image that cannot be pulled: the step says so in the kubelet's words while it waits, and
+// startTimeout fails it with that cause and deletes the TrainJob.
+func TestImagePullBackOffIsReportedAndFailsAtStartTimeout(t *testing.T) {
+	t.Parallel()
+	ns := stack.Namespace(t)
+	r := executor(t, ns, `
+trainer:
+  kind: CustomTrainerContainer
+  image: registry.example.com/no-such/image:1
+  command: [python, /app/train.py]
+  env: {KWOK_IMAGE_PULL_BACKOFF: "1"}
+timeout: 5m
+startTimeout: 10s
+`)
+	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
+	assert.Equal(t, "StartTimeout", r.outputs["reason"])
+	assert.Contains(t, r.outputs["message"], `ImagePullBackOff: Back-off pulling image "registry.example.com/no-such/image:1"`)
+	assert.Contains(t, r.stderr, "ImagePullBackOff", "the running message says why before the end")
+	require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0 },
+		timeout, interval, "the TrainJob must be deleted")
+}

@@ -465,6 +465,12 @@ func (s *Stack) startKwok(ctx context.Context, port int) error {
 		if err != nil {
 			return err
 		}
+		if strings.HasSuffix(f, "/pod-ready.yaml") {
+			data, err = leaveImagePullBackOffAlone(data)
+			if err != nil {
+				return err
+			}
+		}
 		docs = append(docs, string(data))
 	}
 	ours, err := fs.Glob(repoStages, "stages/*.yaml")
@@ -608,4 +614,17 @@ func (s *Stack) SetNodeLog(t testing.TB, lines ...string) {
 			t.Errorf("restoring the node log: %v", err)
 		}
 	})
+}
+
+// leaveImagePullBackOffAlone adds to kwok's pod-ready stage a selector that skips pods asking for
+// stages/pod-image-pull-backoff.yaml, so that stage alone decides their fate.
+func leaveImagePullBackOffAlone(stage []byte) ([]byte, error) {
+	const anchor = "    matchExpressions:\n"
+	s := string(stage)
+	if !strings.Contains(s, anchor) {
+		return nil, fmt.Errorf("kwok's pod-ready stage has no %q to extend", strings.TrimSpace(anchor))
+	}
+	return []byte(strings.Replace(s, anchor, anchor+
+		"    - key: '(.spec.containers[].env // [])[] | select(.name == \"KWOK_IMAGE_PULL_BACKOFF\") | .value'\n"+
+		"      operator: 'DoesNotExist'\n", 1)), nil
 }
