@@ -99,6 +99,8 @@ type ReplicatedJob struct {
 	// The Trainer sets the trainer job's completions to the TrainJob's node count.
 	Replicas    int32
 	Completions int32
+	// Containers are the names of its pod template's containers.
+	Containers []string
 }
 
 // Ref is "ClusterTrainingRuntime/torch-distributed" or "TrainingRuntime/team-a/custom".
@@ -171,6 +173,14 @@ func FromUnstructured(u *unstructured.Unstructured) (*Runtime, error) {
 		}
 		if n, ok, _ := unstructured.NestedInt64(job, "template", "spec", "completions"); ok {
 			rj.Completions = int32(n)
+		}
+		ctrs, _, _ := unstructured.NestedSlice(job, "template", "spec", "template", "spec", "containers")
+		for _, c := range ctrs {
+			if cm, ok := c.(map[string]any); ok {
+				if n, ok := cm["name"].(string); ok {
+					rj.Containers = append(rj.Containers, n)
+				}
+			}
 		}
 		r.ReplicatedJobs = append(r.ReplicatedJobs, rj)
 		switch ancestor {

@@ -7,8 +7,11 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/step"
@@ -19,6 +22,10 @@ import (
 type Planner struct {
 	Trainers *trainers.Registry
 	Runtimes runtimes.Source
+	// API is what the installed Trainer accepts; when nil, Detector reads it from the cluster, and
+	// with neither Trainer v2.3 is assumed (AssumedAPI: --local, stock runtimes).
+	API      *API
+	Detector *APIDetector
 }
 
 // Plan is a validated step bound to its trainer and runtime, ready to become a TrainJob.
@@ -28,6 +35,8 @@ type Plan struct {
 	Trainer   trainers.Trainer
 	Runtime   runtimes.Runtime
 	Parts     trainers.Parts
+	// API is what the installed Trainer accepts; it decides how the pod block reaches the pods.
+	API API
 	// Warnings are worth telling the user (a deprecated runtime, say) but do not stop the step.
 	Warnings []string
 }
@@ -73,7 +82,22 @@ func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Pl
 	if len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
-	plan := &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, Warnings: sel.Warnings}
+	api := AssumedAPI
+	switch {
+	case p.API != nil:
+		api = *p.API
+	case p.Detector != nil:
+		if api, err = p.Detector.Get(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if errs := podErrors(s.Pod, api, parts.Env); len(errs) > 0 {
+		return nil, step.Invalid(errs)
+	}
+	if s.Pod != nil {
+		parts.Env = append(parts.Env, s.Pod.CoreEnv()...)
+	}
+	plan := &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, API: api, Warnings: sel.Warnings}
 	if errs := checkPodNames(&plan.Runtime, plan.NumNodes()); len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
@@ -145,7 +169,55 @@ func (p *Plan) TrainJob(id Identity) *trainer.TrainJob {
 	if id.Owner != nil {
 		tj.OwnerReferences = []metav1.OwnerReference{*id.Owner}
 	}
+	if p.API.PodMechanism == PodRuntimePatches {
+		tj.Spec.RuntimePatches = runtimePatch(&p.Runtime, p.Spec.Pod)
+	}
 	return tj
+}
+
+// Object is the TrainJob to submit as the installed Trainer takes it: the typed TrainJob, or on
+// Trainer v2.1 (spec.podTemplateOverrides, which the v2.3 API package no longer has) the same
+// object as unstructured with the overrides added.
+func (p *Plan) Object(id Identity) (client.Object, error) {
+	tj := p.TrainJob(id)
+	if p.API.PodMechanism != PodTemplateOverrides || !hasPodFields(p.Spec.Pod) {
+		return tj, nil
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tj)
+	if err != nil {
+		return nil, fmt.Errorf("rendering TrainJob %s: %w", tj.Name, err)
+	}
+	overrides, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
+		O []PodTemplateOverride `json:"o"`
+	}{podTemplateOverrides(&p.Runtime, p.Spec.Pod)})
+	if err != nil {
+		return nil, fmt.Errorf("rendering spec.podTemplateOverrides: %w", err)
+	}
+	if err := unstructured.SetNestedField(u, overrides["o"], "spec", "podTemplateOverrides"); err != nil {
+		return nil, err
+	}
+	delete(u, "status")
+	return &unstructured.Unstructured{Object: u}, nil
+}
+
+// podErrors checks what the pod block needs of the installed Trainer and of the trainer's env.
+func podErrors(pod *step.Pod, api API, env []corev1.EnvVar) field.ErrorList {
+	if pod == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if hasPodFields(pod) && api.PodMechanism == "" {
+		errs = append(errs, field.Forbidden(field.NewPath("pod"),
+			"the installed Trainer ("+api.Source+") has neither spec.runtimePatches (v2.2+) nor spec.podTemplateOverrides (v2.1); upgrade the Trainer, or set these in the runtime's pod template"))
+	}
+	for _, n := range pod.EnvNames() {
+		for _, e := range env {
+			if e.Name == n {
+				errs = append(errs, field.Duplicate(field.NewPath("pod", "env").Key(n), n+" is also set by trainer.env, runtimeConfig.env or the trainer itself; set it in one place"))
+			}
+		}
+	}
+	return errs
 }
 
 func initializer(in *step.Initializer) *trainer.Initializer {

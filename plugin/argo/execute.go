@@ -76,7 +76,11 @@ func (p *Plugin) executeTemplate(ctx context.Context, args executor.ExecuteTempl
 		}
 		return p.pending(req, "", fmt.Sprintf("planning the TrainJob: %v", err))
 	}
-	tj, created, err := trainjob.Submit(ctx, p.reader, plan.TrainJob(id), id)
+	obj, err := plan.Object(id)
+	if err != nil {
+		return p.failed(req, outcomeInvalid, err.Error())
+	}
+	tj, created, err := trainjob.Submit(ctx, p.reader, obj, id)
 	switch {
 	case errors.Is(err, trainjob.ErrNameTaken), apierrors.IsForbidden(err), apierrors.IsInvalid(err):
 		return p.failed(req, string(wfv1.NodeFailed), err.Error())

@@ -204,7 +204,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	r := &Reconciler{
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
-		planner:   &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: mgr.GetClient()}},
+		planner:   &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: mgr.GetClient()}, Detector: &trainjob.APIDetector{Reader: mgr.GetAPIReader()}},
 		logs:      logs,
 		clock:     opts.Clock,
 		recorder:  mgr.GetEventRecorder(Name),

@@ -341,7 +341,11 @@ func (r *Reconciler) ensureTrainJob(ctx context.Context, s *state, plan *trainjo
 		s.retryOrFail(ReasonTrainJobDeleted, fmt.Sprintf("TrainJob %s/%s was deleted before it finished", run.Namespace, name))
 		return nil
 	}
-	tj, created, err := trainjob.Submit(ctx, submitClient{Reader: r.apiReader, Client: r.client}, plan.TrainJob(id), id)
+	obj, err := plan.Object(id)
+	if err != nil {
+		return fmt.Errorf("rendering the TrainJob: %w", err)
+	}
+	tj, created, err := trainjob.Submit(ctx, submitClient{Reader: r.apiReader, Client: r.client}, obj, id)
 	if err != nil {
 		if errors.Is(err, trainjob.ErrNameTaken) {
 			s.finish(corev1.ConditionFalse, ReasonNameTaken, err.Error())

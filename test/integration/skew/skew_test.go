@@ -3,13 +3,17 @@
 package skew_test
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/go-logr/logr"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -17,6 +21,7 @@ import (
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainers"
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/cli"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
@@ -61,6 +66,7 @@ func TestDiscoveryAndSubmitAcrossTrainerReleases(t *testing.T) {
 			t.Cleanup(func() { require.NoError(t, env.Stop()) })
 			ns := env.Namespace(t)
 			planner := &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: env.Client}}
+			t.Run("pod block", func(t *testing.T) { podBlock(t, env, ns, version) })
 			for name, want := range versions[version] {
 				t.Run(name, func(t *testing.T) {
 					s, err := step.Parse([]byte(want.step))
@@ -87,4 +93,91 @@ func TestDiscoveryAndSubmitAcrossTrainerReleases(t *testing.T) {
 			}
 		})
 	}
+}
+
+const podStep = `framework: torch
+trainer: {func: "def train():\n    pass\n", numNodes: 2}
+pod:
+  nodeSelector: {pool: gpu}
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  serviceAccountName: trainer
+  imagePullSecrets: [regcred]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: datasets}}]
+  volumeMounts: [{name: data, mountPath: /data}]
+  env: {HF_TOKEN: {secretKeyRef: {name: hf, key: token}}}
+`
+
+// podBlock: the installed Trainer is read from its CRD through the apiserver, and the pod block
+// reaches the TrainJob the way that release takes it (runtimePatches on v2.3, podTemplateOverrides
+// on v2.1), accepted by that release's CRD; --dry-run says which.
+func podBlock(t *testing.T, env *testenv.Env, ns, version string) {
+	api, err := trainjob.DetectAPI(t.Context(), env.Client)
+	require.NoError(t, err)
+	mechanism, deadline := trainjob.PodRuntimePatches, true
+	if version == "v2.1.0" {
+		mechanism, deadline = trainjob.PodTemplateOverrides, false
+	}
+	assert.Equal(t, mechanism, api.PodMechanism)
+	assert.Equal(t, deadline, api.ActiveDeadline)
+	if version == "v2.3.0" {
+		assert.Equal(t, trainjob.CommandItemV23, api.MaxCommandItem)
+	}
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "step.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(podStep), 0o644))
+	var stdout, stderr bytes.Buffer
+	code := cli.Main(t.Context(), []string{"run", "--dry-run", "-f", file, "--kubeconfig", env.Kubeconfig, "-n", ns}, nil, &stdout, &stderr)
+	require.Equal(t, cli.ExitSucceeded, code, stderr.String())
+	assert.Contains(t, stdout.String(), "# Trainer API: CRD trainjobs.trainer.kubeflow.org")
+	assert.Contains(t, stderr.String(), "the pod block goes to spec."+mechanism)
+	assert.Contains(t, stdout.String(), mechanism+":")
+
+	s, err := step.Parse([]byte(podStep))
+	require.NoError(t, err)
+	planner := &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: env.Client}, Detector: &trainjob.APIDetector{Reader: env.Client}}
+	p, err := planner.Plan(t.Context(), s, ns)
+	require.NoError(t, err)
+	id := trainjob.Identity{Engine: "test", OwnerUID: version, StepKey: "pod-block"}
+	obj, err := p.Object(id)
+	require.NoError(t, err)
+	_, created, err := trainjob.Submit(t.Context(), env.Client, obj, id)
+	require.NoError(t, err, "Trainer %s's CRD must accept the pod block", version)
+	require.True(t, created)
+
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+	require.NoError(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: id.Name()}, got))
+	var podSpec map[string]any
+	if version == "v2.1.0" {
+		_, has, _ := unstructured.NestedSlice(got.Object, "spec", "runtimePatches")
+		assert.False(t, has)
+		ov, _, _ := unstructured.NestedSlice(got.Object, "spec", "podTemplateOverrides")
+		require.Len(t, ov, 1, "kept by the v2.1 CRD's schema, not pruned")
+		podSpec, _, _ = unstructured.NestedMap(ov[0].(map[string]any), "spec")
+	} else {
+		rp, _, _ := unstructured.NestedSlice(got.Object, "spec", "runtimePatches")
+		require.Len(t, rp, 1, "kept by the v2.3 CRD's schema, not pruned")
+		assert.Equal(t, trainjob.PatchManager, rp[0].(map[string]any)["manager"])
+		jobs, _, _ := unstructured.NestedSlice(rp[0].(map[string]any), "trainingRuntimeSpec", "template", "spec", "replicatedJobs")
+		require.Len(t, jobs, 1)
+		podSpec, _, _ = unstructured.NestedMap(jobs[0].(map[string]any), "template", "spec", "template", "spec")
+	}
+	sel, _, _ := unstructured.NestedStringMap(podSpec, "nodeSelector")
+	assert.Equal(t, map[string]string{"pool": "gpu"}, sel)
+	sa, _, _ := unstructured.NestedString(podSpec, "serviceAccountName")
+	assert.Equal(t, "trainer", sa)
+	vols, _, _ := unstructured.NestedSlice(podSpec, "volumes")
+	require.Len(t, vols, 1)
+	claim, _, _ := unstructured.NestedString(vols[0].(map[string]any), "persistentVolumeClaim", "claimName")
+	assert.Equal(t, "datasets", claim)
+	ctrs, _, _ := unstructured.NestedSlice(podSpec, "containers")
+	require.Len(t, ctrs, 1)
+	mounts, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "volumeMounts")
+	require.Len(t, mounts, 1)
+	assert.Equal(t, "/data", mounts[0].(map[string]any)["mountPath"])
+	envs, _, _ := unstructured.NestedSlice(got.Object, "spec", "trainer", "env")
+	require.NotEmpty(t, envs)
+	secret, _, _ := unstructured.NestedString(envs[len(envs)-1].(map[string]any), "valueFrom", "secretKeyRef", "name")
+	assert.Equal(t, "hf", secret)
 }
