@@ -83,8 +83,46 @@ func (s Script) program() (string, error) {
 		call = s.FuncName + "(**" + args + ")"
 	}
 	src := strings.TrimRight(dedent(s.Source), "\n")
-	return src + "\n\n\n" + call + "\n", nil
+	return src + "\n\n\n" + resultWriter + "\n\n_trainstep_write_result(" + call + ")\n", nil
 }
+
+// ResultMarker wraps the return value in the termination message: {"trainstep.dev/result": v}.
+const ResultMarker = "trainstep.dev/result"
+
+// ResultFileEnv points the return value somewhere else than the termination message (the local
+// backend sets it to a file per node).
+const ResultFileEnv = "TRAINSTEP_RESULT_FILE"
+
+// MaxResult is what a container's termination message holds; the kubelet truncates the rest.
+const MaxResult = 4096
+
+// resultWriter writes the function's return value on rank 0 to the container's termination
+// message as {"trainstep.dev/result": <value>} (trainjob.ParseResult reads it). None writes
+// nothing; a value json.dumps refuses (a set, a tensor, NaN) is written as its repr() string;
+// a value over MaxResult bytes fails the node with a message that says to return a URI.
+var resultWriter = `def _trainstep_write_result(value):
+    import json, os, sys
+    rank = "0"
+    for name in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "JAX_PROCESS_ID", "DMLC_TASK_ID"):
+        if os.environ.get(name):
+            rank = os.environ[name]
+            break
+    if rank != "0" or value is None:
+        return
+    try:
+        body = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        body = json.dumps(repr(value), ensure_ascii=False)
+        print("trainstep: the return value is not JSON; the step's result is its repr() as a JSON string", file=sys.stderr)
+    data = ('{"` + ResultMarker + `":' + body + "}").encode("utf-8")
+    if len(data) > ` + fmt.Sprint(MaxResult) + `:
+        sys.exit("trainstep: the training function returned %d bytes as JSON, over the ` + fmt.Sprint(MaxResult) + ` a termination message holds; write large results to storage and return their URI, e.g. {'model_uri': 's3://bucket/model'}" % len(data))
+    path = os.environ.get("` + ResultFileEnv + `") or "/dev/termination-log"
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        print("trainstep: could not write the return value to %s: %s" % (path, e), file=sys.stderr)`
 
 func (s Script) body() (string, error) {
 	prog, err := s.program()

@@ -141,3 +141,68 @@ func TestDedentAndFunctions(t *testing.T) {
 	src := "    def a():\n        pass\n\n    async def b(x):\n        return x\n    class C:\n        def method(self): pass\n"
 	assert.Equal(t, []string{"a", "b"}, TopLevelFunctions(dedent(src)))
 }
+
+// runResult executes the generated command with extra env and returns the exit error, the
+// output and what was written to the result file (the termination message on a cluster).
+func runResult(t *testing.T, src string, env ...string) (out, msg string, runErr error) {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	require.NoError(t, err, "these tests run the generated script with Python 3")
+	cmd, err := Script{Source: src, FuncName: "train", Policy: runtimes.PolicyPlain}.Command()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	require.NoError(t, os.Mkdir(bin, 0o755))
+	require.NoError(t, os.Symlink(python, filepath.Join(bin, "python")))
+	file := filepath.Join(dir, "termination-log")
+	c := exec.CommandContext(t.Context(), cmd[0], cmd[1:]...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), ResultFileEnv+"="+file, "RANK=", "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "JAX_PROCESS_ID=", "DMLC_TASK_ID=")
+	c.Env = append(c.Env, env...)
+	var buf bytes.Buffer
+	c.Stdout, c.Stderr = &buf, &buf
+	runErr = c.Run()
+	b, _ := os.ReadFile(file)
+	return buf.String(), string(b), runErr
+}
+
+func TestScriptWritesTheReturnValueOnRankZero(t *testing.T) {
+	out, msg, err := runResult(t, "def train():\n    return {'accuracy': 0.93, 'model_uri': 's3://b/m', 'tags': ['a', 'é'], 'n': None}\n")
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResultMarker+`": {"accuracy": 0.93, "model_uri": "s3://b/m", "tags": ["a", "é"], "n": null}}`, msg)
+
+	for _, rank := range []string{"RANK=1", "OMPI_COMM_WORLD_RANK=3", "DMLC_TASK_ID=1", "JAX_PROCESS_ID=2"} {
+		out, msg, err = runResult(t, "def train():\n    return 1\n", rank)
+		require.NoError(t, err, out)
+		assert.Empty(t, msg, "only rank 0 writes (%s)", rank)
+	}
+	out, msg, err = runResult(t, "def train():\n    return 7\n", "RANK=0")
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResultMarker+`": 7}`, msg)
+
+	out, msg, err = runResult(t, "def train():\n    print('no return')\n")
+	require.NoError(t, err, out)
+	assert.Empty(t, msg, "None writes nothing")
+}
+
+func TestScriptWritesANonJSONValueAsItsRepr(t *testing.T) {
+	out, msg, err := runResult(t, "def train():\n    return {1, 2}\n")
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResultMarker+`": "{1, 2}"}`, msg)
+	assert.Contains(t, out, "not JSON; the step's result is its repr()")
+	out, msg, err = runResult(t, "def train():\n    return {'loss': float('nan')}\n")
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResultMarker+`": "{'loss': nan}"}`, msg, "NaN is not JSON")
+}
+
+func TestScriptFailsClearlyOnATooLargeReturnValue(t *testing.T) {
+	out, msg, err := runResult(t, "def train():\n    return {'weights': [0.5] * 2000}\n")
+	require.Error(t, err, "the node fails")
+	assert.Contains(t, out, "over the 4096 a termination message holds")
+	assert.Contains(t, out, "return their URI")
+	assert.Empty(t, msg)
+	// Just under the limit fits.
+	out, msg, err = runResult(t, "def train():\n    return 'x' * (4096 - len('{\"trainstep.dev/result\":\"\"}'))\n")
+	require.NoError(t, err, out)
+	assert.Len(t, msg, MaxResult)
+}

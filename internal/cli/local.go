@@ -32,6 +32,7 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 	o.warn(plan)
 	tj := plan.TrainJob(o.identity())
 	if o.dryRun {
+		fmt.Fprintf(o.stdout, "# Trainer API: %s\n", plan.API.Source)
 		return o.printYAML(tj)
 	}
 	o.say("running TrainJob %s locally: runtime %s, %s, %d node(s)", tj.Name, plan.Runtime.Name, plan.Trainer.Kind(), plan.NumNodes())

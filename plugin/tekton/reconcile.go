@@ -490,8 +490,8 @@ func attemptTimeout(run *v1beta1.CustomRun, spec *step.Spec) time.Duration {
 
 // results are the core's outputs, every name always present, in the core's stable order.
 func results(out map[string]string) []v1beta1.CustomRunResult {
-	res := make([]v1beta1.CustomRunResult, 0, len(trainjob.OutputNames))
-	for _, n := range trainjob.OutputNames {
+	res := make([]v1beta1.CustomRunResult, 0, len(out))
+	for _, n := range trainjob.OrderedNames(out) {
 		res = append(res, v1beta1.CustomRunResult{Name: n, Value: out[n]})
 	}
 	return res

@@ -37,6 +37,7 @@ spec:
           def train(epochs):
               import os
               print(f"worker {os.environ['DMLC_TASK_ID']} trained {epochs} epochs")
+              return {"epochs": epochs, "model_uri": "s3://bucket/model"}
   - {name: trainer.numNodes, value: "2"}
   - {name: trainer.funcArgs, value: {epochs: "3"}}
 `))
@@ -59,6 +60,10 @@ spec:
 	assert.Equal(t, "Succeeded", v)
 	v, _ = result(run, trainjob.OutFramework)
 	assert.Equal(t, "xgboost", v)
+	v, _ = result(run, trainjob.OutResult)
+	assert.JSONEq(t, `{"epochs": 3, "model_uri": "s3://bucket/model"}`, v, "rank 0's return value")
+	v, _ = result(run, "result-model_uri")
+	assert.Equal(t, "s3://bucket/model", v)
 
 	// The TrainJob is controlled by the CustomRun, so deleting the PipelineRun removes it.
 	ref := metav1.GetControllerOf(&tjs[0])
