@@ -85,6 +85,9 @@ type Runtime struct {
 	// ReplicatedJobs are the JobSet template's replicated jobs, in order: their names and sizes
 	// bound the names of the pods JobSet makes, and so the TrainJob's name.
 	ReplicatedJobs []ReplicatedJob
+	// MaxCommandItem is the installed Trainer's command item limit, set by the planner from the
+	// TrainJob CRD before a trainer builds against this runtime (0: unknown, keep to 64 KiB).
+	MaxCommandItem int
 	// HiddenBy is set on a ClusterTrainingRuntime that a TrainingRuntime of the same name in the
 	// step's namespace hides: discovery and a bare name skip it, runtime.kind still reaches it.
 	HiddenBy string

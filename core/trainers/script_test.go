@@ -122,7 +122,7 @@ func TestScriptTooLargeEvenCompressedIsAClearError(t *testing.T) {
 	_, errs = tr.Build(&jaxRT, nil)
 	require.NotEmpty(t, errs)
 	assert.Equal(t, "trainer.func", errs[0].Field)
-	assert.Contains(t, errs[0].Error(), "over the 65536 that Trainer v2.2 accepts")
+	assert.Contains(t, errs[0].Error(), "over the 65536 the installed Trainer")
 	assert.Contains(t, errs[0].Error(), "CustomTrainerContainer")
 }
 
@@ -205,4 +205,25 @@ func TestScriptFailsClearlyOnATooLargeReturnValue(t *testing.T) {
 	out, msg, err = runResult(t, "def train():\n    return 'x' * (4096 - len('{\"trainstep.dev/result\":\"\"}'))\n")
 	require.NoError(t, err, out)
 	assert.Len(t, msg, MaxResult)
+}
+
+func TestScriptKeepsToTheInstalledTrainersLimit(t *testing.T) {
+	// 100 KiB: over v2.2's 64 KiB, under v2.3's 1 MiB and Linux's 128 KiB per argument.
+	src := echoSource + strings.Repeat("# padding padding padding padding padding padding padding\n", 1750)
+	cmd, err := Script{Source: src, FuncName: "check", Policy: runtimes.PolicyPlain, MaxItem: MaxCommandItemAny}.Command()
+	require.NoError(t, err)
+	assert.Greater(t, len(cmd[2]), MaxCommandItem)
+	assert.NotContains(t, cmd[2], "zlib.decompress", "Trainer v2.3 takes 100 KiB as it is")
+	assert.Equal(t, "$HOME", runScript(t, cmd)["home"], "and bash starts with it")
+	cmd, err = Script{Source: src, FuncName: "check", Policy: runtimes.PolicyPlain, MaxItem: 65536}.Command()
+	require.NoError(t, err)
+	assert.Contains(t, cmd[2], "zlib.decompress", "v2.2: compressed")
+
+	// 200 KiB passes v2.3's 1 MiB but not execve: compressed even there.
+	src = echoSource + strings.Repeat("# padding padding padding padding padding padding padding\n", 3500)
+	cmd, err = Script{Source: src, FuncName: "check", Policy: runtimes.PolicyPlain, MaxItem: MaxCommandItemAny}.Command()
+	require.NoError(t, err)
+	assert.Contains(t, cmd[2], "zlib.decompress")
+	assert.LessOrEqual(t, len(cmd[2]), MaxExecArg)
+	assert.Equal(t, "$HOME", runScript(t, cmd)["home"])
 }

@@ -3,6 +3,8 @@ package trainjob
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +69,16 @@ func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Pl
 		return nil, step.Invalid(field.ErrorList{ferr})
 	}
 	rt := sel.Runtime
+	api := AssumedAPI
+	switch {
+	case p.API != nil:
+		api = *p.API
+	case p.Detector != nil:
+		if api, err = p.Detector.Get(ctx); err != nil {
+			return nil, err
+		}
+	}
+	rt.MaxCommandItem = api.MaxCommandItem
 	if in := s.Initializer; in != nil {
 		if in.Dataset != nil && !rt.HasDatasetInitializer {
 			errs = append(errs, field.Invalid(field.NewPath("initializer", "dataset"), in.Dataset.StorageURI,
@@ -82,16 +94,8 @@ func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Pl
 	if len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
-	api := AssumedAPI
-	switch {
-	case p.API != nil:
-		api = *p.API
-	case p.Detector != nil:
-		if api, err = p.Detector.Get(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if errs := podErrors(s.Pod, api, parts.Env); len(errs) > 0 {
+	errs = append(errs, commandErrors(parts, api)...)
+	if errs := append(errs, podErrors(s.Pod, api, parts.Env)...); len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
 	if s.Pod != nil {
@@ -172,7 +176,21 @@ func (p *Plan) TrainJob(id Identity) *trainer.TrainJob {
 	if p.API.PodMechanism == PodRuntimePatches {
 		tj.Spec.RuntimePatches = runtimePatch(&p.Runtime, p.Spec.Pod)
 	}
+	tj.Spec.ActiveDeadlineSeconds = p.ActiveDeadlineSeconds()
 	return tj
+}
+
+// ActiveDeadlineSeconds is spec.activeDeadlineSeconds on a Trainer that has it (v2.2+): the
+// step's timeout in whole seconds, rounded up, so the Trainer stops the job even when no face is
+// left to. trainstep's own timeout counts from creation and the Trainer's from the job's start
+// (later, and reset on resume), so trainstep's normally fires first and deletes the job. Not set
+// with keepOnTimeout, which asks for the job to outlive the timeout.
+func (p *Plan) ActiveDeadlineSeconds() int64 {
+	t := p.Spec.Timeout
+	if !p.API.ActiveDeadline || t == nil || t.Duration <= 0 || p.Spec.KeepOnTimeout {
+		return 0
+	}
+	return max(1, int64(math.Ceil(t.Seconds())))
 }
 
 // Object is the TrainJob to submit as the installed Trainer takes it: the typed TrainJob, or on
@@ -198,6 +216,24 @@ func (p *Plan) Object(id Identity) (client.Object, error) {
 	}
 	delete(u, "status")
 	return &unstructured.Unstructured{Object: u}, nil
+}
+
+// commandErrors checks every command and args item against the installed Trainer's limit.
+func commandErrors(parts trainers.Parts, api API) field.ErrorList {
+	var errs field.ErrorList
+	limit := trainers.UsableCommandItem(api.MaxCommandItem)
+	for i, item := range append(slices.Clone(parts.Command), parts.Args...) {
+		if len(item) <= limit {
+			continue
+		}
+		p := field.NewPath("trainer", "command").Index(i)
+		if i >= len(parts.Command) {
+			p = field.NewPath("trainer", "args").Index(i - len(parts.Command))
+		}
+		errs = append(errs, field.Invalid(p, fmt.Sprintf("<%d characters>", len(item)),
+			fmt.Sprintf("must be at most %d characters: the installed Trainer (%s) takes command items up to %d, and Linux a single argument up to %d", limit, api.Source, api.MaxCommandItem, trainers.MaxExecArg)))
+	}
+	return errs
 }
 
 // podErrors checks what the pod block needs of the installed Trainer and of the trainer's env.

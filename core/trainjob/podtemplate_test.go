@@ -2,6 +2,7 @@ package trainjob
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -134,4 +135,39 @@ func TestAPIFromCRD(t *testing.T) {
 	assert.Equal(t, CommandItemV22, v21.MaxCommandItem)
 	_, err = APIFromCRD(&unstructured.Unstructured{Object: map[string]any{}})
 	assert.Error(t, err)
+}
+
+func TestActiveDeadlineAndCommandLimitFollowTheInstalledTrainer(t *testing.T) {
+	v22 := API{PodMechanism: PodRuntimePatches, ActiveDeadline: true, MaxCommandItem: CommandItemV22, Source: "test v2.2"}
+	v21 := API{PodMechanism: PodTemplateOverrides, MaxCommandItem: CommandItemV22, Source: "test v2.1"}
+	plan := func(y string, api *API) (*Plan, error) {
+		s, err := step.Parse([]byte(y))
+		require.NoError(t, err)
+		return (&Planner{Trainers: trainers.Builtin(), Runtimes: stock.Source{}, API: api}).Plan(t.Context(), s, "team")
+	}
+	id := Identity{Engine: "test", OwnerUID: "u", StepKey: "k"}
+	const fn = "framework: torch\ntrainer: {func: \"def f():\\n    pass\\n\"}\n"
+	p, err := plan(fn+"timeout: 90.5s", &v22)
+	require.NoError(t, err)
+	assert.Equal(t, int64(91), p.TrainJob(id).Spec.ActiveDeadlineSeconds, "the step's timeout, rounded up")
+	p, err = plan(fn+"timeout: 2h", nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(7200), p.TrainJob(id).Spec.ActiveDeadlineSeconds, "no cluster: v2.3 assumed")
+	p, err = plan(fn+"timeout: 2h", &v21)
+	require.NoError(t, err)
+	assert.Zero(t, p.TrainJob(id).Spec.ActiveDeadlineSeconds, "v2.1 has no activeDeadlineSeconds")
+	p, err = plan(fn+"timeout: 2h\nkeepOnTimeout: true", &v22)
+	require.NoError(t, err)
+	assert.Zero(t, p.TrainJob(id).Spec.ActiveDeadlineSeconds, "keepOnTimeout asks for the job to outlive the timeout")
+	p, err = plan(fn, &v22)
+	require.NoError(t, err)
+	assert.Zero(t, p.TrainJob(id).Spec.ActiveDeadlineSeconds)
+
+	big := "trainer: {kind: CustomTrainerContainer, image: ghcr.io/me/t:1, command: [python, -c], args: [\"" + strings.Repeat("x", 100*1024) + "\"]}"
+	_, err = plan(big, &v22)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "trainer.args[0]")
+	assert.Contains(t, err.Error(), "must be at most 65536 characters")
+	_, err = plan(big, nil)
+	require.NoError(t, err, "Trainer v2.3 takes items up to 1 MiB")
 }

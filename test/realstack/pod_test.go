@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/trainers"
+	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/internal/cli"
 )
 
@@ -143,4 +150,32 @@ timeout: 3m
 		assert.Equal(t, "hf", token.ValueFrom.SecretKeyRef.Name)
 		assert.Equal(t, corev1.PodSucceeded, p.Status.Phase)
 	}
+}
+
+// With no face left to enforce it (nothing waits here), the step's timeout still stops the job:
+// on Trainer v2.3 it is spec.activeDeadlineSeconds, and the real Trainer fails the TrainJob with
+// DeadlineExceeded.
+func TestTheTrainerEnforcesTheStepsTimeout(t *testing.T) {
+	ns := stack.Namespace(t)
+	s, err := step.Parse([]byte("framework: torch\ntimeout: 3s\ntrainer: {env: {KWOK_RUN_SECONDS: \"120\"}, func: \"def train():\\n    pass\\n\"}"))
+	require.NoError(t, err)
+	planner := &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: stack.Client}, Detector: &trainjob.APIDetector{Reader: stack.Client}}
+	p, err := planner.Plan(t.Context(), s, ns)
+	require.NoError(t, err)
+	require.True(t, p.API.ActiveDeadline, p.API.Source)
+	id := trainjob.Identity{Engine: "test", OwnerUID: ns, StepKey: "deadline"}
+	obj, err := p.Object(id)
+	require.NoError(t, err)
+	_, _, err = trainjob.Submit(t.Context(), stack.Client, obj, id)
+	require.NoError(t, err)
+	var cond *metav1.Condition
+	require.Eventually(t, func() bool {
+		tj := &trainer.TrainJob{}
+		if stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: id.Name()}, tj) != nil {
+			return false
+		}
+		cond = apimeta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed)
+		return cond != nil && cond.Status == metav1.ConditionTrue
+	}, timeout, interval, "the Trainer did not fail the job at its deadline")
+	assert.Equal(t, "DeadlineExceeded", cond.Reason, cond.Message)
 }

@@ -5,8 +5,10 @@ package skew_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -67,6 +69,7 @@ func TestDiscoveryAndSubmitAcrossTrainerReleases(t *testing.T) {
 			ns := env.Namespace(t)
 			planner := &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: env.Client}}
 			t.Run("pod block", func(t *testing.T) { podBlock(t, env, ns, version) })
+			t.Run("deadline and command limit", func(t *testing.T) { limits(t, env, ns, version) })
 			for name, want := range versions[version] {
 				t.Run(name, func(t *testing.T) {
 					s, err := step.Parse([]byte(want.step))
@@ -180,4 +183,37 @@ func podBlock(t *testing.T, env *testenv.Env, ns, version string) {
 	require.NotEmpty(t, envs)
 	secret, _, _ := unstructured.NestedString(envs[len(envs)-1].(map[string]any), "valueFrom", "secretKeyRef", "name")
 	assert.Equal(t, "hf", secret)
+}
+
+// limits: on v2.3 the step's timeout also becomes spec.activeDeadlineSeconds and a function of
+// 100 KiB goes uncompressed (the CRD's 1 MiB limit, under Linux's 128 KiB per argument), both
+// accepted by the real CRD; on v2.1 neither (no such field; 64 KiB, so compressed).
+func limits(t *testing.T, env *testenv.Env, ns, version string) {
+	src := "def train():\n    pass\n" + strings.Repeat("# padding padding padding padding padding padding padding\n", 1750)
+	b, err := json.Marshal(src)
+	require.NoError(t, err)
+	s, err := step.Parse([]byte("framework: torch\ntimeout: 90m\ntrainer: {func: " + string(b) + "}"))
+	require.NoError(t, err)
+	planner := &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: env.Client}, Detector: &trainjob.APIDetector{Reader: env.Client}}
+	p, err := planner.Plan(t.Context(), s, ns)
+	require.NoError(t, err)
+	id := trainjob.Identity{Engine: "test", OwnerUID: version, StepKey: "limits"}
+	obj, err := p.Object(id)
+	require.NoError(t, err)
+	_, _, err = trainjob.Submit(t.Context(), env.Client, obj, id)
+	require.NoError(t, err, "Trainer %s's CRD must accept it", version)
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+	require.NoError(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: id.Name()}, got))
+	deadline, hasDeadline, _ := unstructured.NestedInt64(got.Object, "spec", "activeDeadlineSeconds")
+	cmd, _, _ := unstructured.NestedStringSlice(got.Object, "spec", "trainer", "command")
+	require.Len(t, cmd, 3)
+	if version == "v2.1.0" {
+		assert.False(t, hasDeadline)
+		assert.Contains(t, cmd[2], "zlib.decompress", "64 KiB: compressed")
+		return
+	}
+	assert.Equal(t, int64(90*60), deadline)
+	assert.Greater(t, len(cmd[2]), trainjob.CommandItemV22, "over v2.2's limit, accepted by v2.3's CRD")
+	assert.NotContains(t, cmd[2], "zlib.decompress")
 }
