@@ -164,11 +164,34 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 	if o.NumNodes > 0 && o.RunningNodes >= o.NumNodes {
 		o.Phase, o.Reason = PhaseRunning, "Running"
 		o.Message = fmt.Sprintf("TrainJob %s is running: %d/%d nodes", tj.Name, o.RunningNodes, o.NumNodes)
+		if o.Progress != nil {
+			o.Message += fmt.Sprintf(", %d%% done", *o.Progress)
+			if o.Remaining != nil {
+				o.Message += fmt.Sprintf(" (about %s left)", time.Duration(*o.Remaining)*time.Second)
+			}
+		}
 		return o
 	}
 	o.Phase, o.Reason = PhasePending, "Pending"
 	o.Message = fmt.Sprintf("TrainJob %s is starting: %d/%d nodes running", tj.Name, o.RunningNodes, o.NumNodes)
 	return o
+}
+
+// ProgressFraction is Argo's node progress, "N/M": the Trainer's progressPercentage as P/100 when
+// it reports one (v2.2+ with the TrainJobStatus gate), else running nodes / nodes; empty when
+// the node count is unknown.
+func (o Observation) ProgressFraction() string {
+	if p := o.Progress; p != nil {
+		return fmt.Sprintf("%d/100", min(max(*p, 0), 100))
+	}
+	if o.NumNodes <= 0 {
+		return ""
+	}
+	running := min(o.RunningNodes, o.NumNodes)
+	if o.Phase == PhaseSucceeded {
+		running = o.NumNodes
+	}
+	return fmt.Sprintf("%d/%d", running, o.NumNodes)
 }
 
 func (o Observation) terminal(phase Phase, c *metav1.Condition) Observation {

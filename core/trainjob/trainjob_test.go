@@ -200,3 +200,22 @@ func TestResultFromTheTerminationMessage(t *testing.T) {
 	assert.False(t, IsResultKeyOutput("result-a.b"))
 	assert.False(t, IsResultKeyOutput("accuracy"))
 }
+
+func TestProgress(t *testing.T) {
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "job", Labels: map[string]string{LabelNumNodes: "2"}}}
+	pods := []corev1.Pod{pod("job", "node", 0, corev1.PodRunning), pod("job", "node", 1, corev1.PodPending)}
+	o := Observe(tj, pods)
+	assert.Equal(t, "1/2", o.ProgressFraction(), "running nodes / nodes without a Trainer progress")
+	pods[1].Status.Phase = corev1.PodRunning
+	o = Observe(tj, pods)
+	assert.Equal(t, "2/2", o.ProgressFraction())
+	assert.Equal(t, "TrainJob job is running: 2/2 nodes", o.Message)
+	tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](40), EstimatedRemainingSeconds: ptr.To[int32](90)}
+	o = Observe(tj, pods)
+	assert.Equal(t, "40/100", o.ProgressFraction(), "the Trainer's percentage when it reports one")
+	assert.Equal(t, "TrainJob job is running: 2/2 nodes, 40% done (about 1m30s left)", o.Message)
+	tj.Status.TrainerStatus = nil
+	tj.Status.Conditions = []metav1.Condition{cond("Complete", "True", "AllJobsCompleted")}
+	pods[0].Status.Phase, pods[1].Status.Phase = corev1.PodSucceeded, corev1.PodSucceeded
+	assert.Equal(t, "2/2", Observe(tj, pods).ProgressFraction())
+}

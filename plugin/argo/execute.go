@@ -249,7 +249,7 @@ func (p *Plugin) inProgress(ctx context.Context, req *request, v trainjob.Verdic
 // reply renders an observation: phase, message and every core output as a parameter.
 func (p *Plugin) reply(req *request, obs trainjob.Observation, held time.Duration) result {
 	phase := nodePhase(obs.Phase)
-	node := &wfv1.NodeResult{Phase: phase, Message: obs.Message, Outputs: outputs(obs, req.Declared)}
+	node := &wfv1.NodeResult{Phase: phase, Message: obs.Message, Outputs: outputs(obs, req.Declared), Progress: wfv1.Progress(obs.ProgressFraction())}
 	r := result{reply: executor.ExecuteTemplateReply{Node: node}, outcome: string(phase), req: req, trainJob: obs.Name, held: held}
 	if phase != wfv1.NodeSucceeded && phase != wfv1.NodeFailed && phase != wfv1.NodeError {
 		r.reply.Requeue = &metav1.Duration{Duration: p.opts.Requeue}

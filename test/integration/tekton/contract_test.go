@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -103,6 +104,16 @@ func TestProgressThenSuccess(t *testing.T) {
 		assert.NotNil(ct, run.Status.StartTime)
 	})
 	tj := oneTrainJob(t, ns)
+	// The Trainer (v2.2+) reports a percentage: the running message carries it.
+	pct := int32(40)
+	tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: &pct, LastUpdatedTime: metav1.Now()}
+	require.NoError(t, c.Status().Update(t.Context(), &tj))
+	waitRun(t, ns, "train", func(ct *assert.CollectT, run *v1beta1.CustomRun) {
+		succeeded(corev1.ConditionUnknown, "Running")(ct, run)
+		if cond := run.Status.Succeeded(); cond != nil {
+			assert.Contains(ct, cond.Message, "1/1 nodes, 40% done")
+		}
+	})
 	require.NoError(t, sim.Finish(t.Context(), ns, tj.Name, trainersim.Behavior{Mode: trainersim.Succeed}))
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
 	assert.Len(t, run.Status.Results, len(trainjob.OutputNames))
