@@ -310,6 +310,9 @@ func nodeEnv(rt *runtimes.Runtime, own []corev1.EnvVar, rank, nodes, procs, port
 		env[e.Name] = e.Value
 	}
 	for _, e := range own {
+		if e.ValueFrom != nil {
+			continue // a Secret or ConfigMap key (pod.env): this machine's own value, if any, stays
+		}
 		env[e.Name] = e.Value
 	}
 	if shims != "" {

@@ -8,6 +8,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -67,4 +68,16 @@ func TestRunWithoutACommandSaysSo(t *testing.T) {
 	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "job"}, Spec: trainer.TrainJobSpec{Trainer: &trainer.Trainer{Image: ptr.To("ghcr.io/me/t:1")}}}
 	_, err := (&Runner{}).Run(t.Context(), tj, &runtimes.Runtime{Name: "torch-distributed", Policy: runtimes.PolicyTorch, NumNodes: 1})
 	assert.ErrorContains(t, err, "the local backend runs commands, not images")
+}
+
+func TestSecretEnvKeepsThisMachinesValue(t *testing.T) {
+	t.Setenv("HF_TOKEN", "from-the-shell")
+	own := []corev1.EnvVar{{Name: "MODE", Value: "fast"}, {Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "token"}}},
+		{Name: "UNSET_SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "x"}}}}
+	env := nodeEnv(&runtimes.Runtime{Policy: runtimes.PolicyPlain}, own, 0, 1, 1, 0, t.TempDir(), "")
+	assert.Contains(t, env, "MODE=fast")
+	assert.Contains(t, env, "HF_TOKEN=from-the-shell", "a Secret key is not readable here; the shell's value stays")
+	for _, kv := range env {
+		assert.NotEqual(t, "UNSET_SECRET=", kv, "no empty stand-in for a Secret key")
+	}
 }

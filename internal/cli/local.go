@@ -30,6 +30,9 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 		return o.fail(err)
 	}
 	o.warn(plan)
+	if spec.Pod != nil && !o.dryRun {
+		o.say("warning: the pod block shapes the pods on a cluster; local processes get no volumes, placement or Secret env (a pod.env name set in this shell is passed through)")
+	}
 	tj := plan.TrainJob(o.identity())
 	if o.dryRun {
 		fmt.Fprintf(o.stdout, "# Trainer API: %s\n", plan.API.Source)
