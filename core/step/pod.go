@@ -31,9 +31,18 @@ type Pod struct {
 	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
 	// Env sets trainer env from Secret or ConfigMap keys (spec.trainer.env valueFrom).
 	Env map[string]EnvSource `json:"env,omitempty"`
-	// EnvFrom is refused with the alternative: no Trainer release carries envFrom.
+	// EnvFrom exports every key of a Secret or ConfigMap into the trainer's env. No Trainer
+	// release carries envFrom, so each object is mounted read-only at EnvFromDir/<i> and the
+	// command script exports its keys (a bash -c command: every function trainer).
 	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
 }
+
+// EnvFromDir is where pod.envFrom objects are mounted, and ReservedVolumePrefix the names of
+// their volumes; the step's own volumes and mounts stay clear of both.
+const (
+	EnvFromDir           = "/var/run/trainstep/env-from"
+	ReservedVolumePrefix = "trainstep-"
+)
 
 // Volume is one pod volume: exactly one of a PersistentVolumeClaim, a Secret, a ConfigMap or an
 // emptyDir, in Kubernetes' own shape.
@@ -69,24 +78,48 @@ func (pod *Pod) EnvNames() []string {
 	return out
 }
 
-// CoreVolumes renders the volumes in Kubernetes' type.
+// CoreVolumes renders the volumes in Kubernetes' type, then one per envFrom source.
 func (pod *Pod) CoreVolumes() []corev1.Volume {
 	var out []corev1.Volume
 	for _, v := range pod.Volumes {
 		out = append(out, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: v.PersistentVolumeClaim, Secret: v.Secret, ConfigMap: v.ConfigMap, EmptyDir: v.EmptyDir}})
 	}
+	for i, e := range pod.EnvFrom {
+		v := corev1.Volume{Name: envFromVolume(i)}
+		if r := e.SecretRef; r != nil {
+			v.Secret = &corev1.SecretVolumeSource{SecretName: r.Name, Optional: r.Optional}
+		}
+		if r := e.ConfigMapRef; r != nil {
+			v.ConfigMap = &corev1.ConfigMapVolumeSource{LocalObjectReference: r.LocalObjectReference, Optional: r.Optional}
+		}
+		out = append(out, v)
+	}
 	return out
 }
 
-// CoreVolumeMounts renders the mounts in Kubernetes' type.
+// CoreVolumeMounts renders the mounts in Kubernetes' type, then the envFrom sources' (read-only).
 func (pod *Pod) CoreVolumeMounts() []corev1.VolumeMount {
 	var out []corev1.VolumeMount
 	for _, m := range pod.VolumeMounts {
 		out = append(out, corev1.VolumeMount{Name: m.Name, MountPath: m.MountPath, SubPath: m.SubPath, ReadOnly: m.ReadOnly})
 	}
+	for i := range pod.EnvFrom {
+		out = append(out, corev1.VolumeMount{Name: envFromVolume(i), MountPath: fmt.Sprintf("%s/%d", EnvFromDir, i), ReadOnly: true})
+	}
 	return out
 }
+
+// EnvFromPrefixes lists each envFrom source's prefix, in order.
+func (pod *Pod) EnvFromPrefixes() []string {
+	var out []string
+	for _, e := range pod.EnvFrom {
+		out = append(out, e.Prefix)
+	}
+	return out
+}
+
+func envFromVolume(i int) string { return fmt.Sprintf("%senv-from-%d", ReservedVolumePrefix, i) }
 
 // CoreEnv renders pod.env as env entries with valueFrom, sorted by name.
 func (pod *Pod) CoreEnv() []corev1.EnvVar {
@@ -139,6 +172,9 @@ func (pod *Pod) Validate(p *field.Path) field.ErrorList {
 		if volumes[v.Name] {
 			errs = append(errs, field.Duplicate(vp.Child("name"), v.Name))
 		}
+		if strings.HasPrefix(v.Name, ReservedVolumePrefix) {
+			errs = append(errs, field.Forbidden(vp.Child("name"), "names starting "+ReservedVolumePrefix+" are trainstep's (pod.envFrom)"))
+		}
 		volumes[v.Name] = true
 	}
 	paths := map[string]bool{}
@@ -157,6 +193,8 @@ func (pod *Pod) Validate(p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(mp.Child("mountPath"), m.MountPath, "must be an absolute path without ':', such as /data"))
 		case paths[path.Clean(m.MountPath)]:
 			errs = append(errs, field.Duplicate(mp.Child("mountPath"), m.MountPath))
+		case path.Clean(m.MountPath) == path.Dir(EnvFromDir) || strings.HasPrefix(path.Clean(m.MountPath)+"/", path.Dir(EnvFromDir)+"/"):
+			errs = append(errs, field.Forbidden(mp.Child("mountPath"), path.Dir(EnvFromDir)+" is trainstep's (pod.envFrom)"))
 		}
 		paths[path.Clean(m.MountPath)] = true
 		if m.SubPath != "" && (path.IsAbs(m.SubPath) || strings.HasPrefix(path.Clean(m.SubPath), "..")) {
@@ -170,9 +208,35 @@ func (pod *Pod) Validate(p *field.Path) field.ErrorList {
 		}
 		errs = append(errs, validateEnvSource(pod.Env[n], ep)...)
 	}
-	if len(pod.EnvFrom) > 0 {
-		errs = append(errs, field.Forbidden(p.Child("envFrom"),
-			"no Trainer release (v2.0–v2.3) carries envFrom to the trainer container (spec.trainer.env and the container patches take single env entries, and the Trainer refuses env patches on the node container); name each key in pod.env with secretKeyRef or configMapKeyRef, or mount the Secret with pod.volumes and pod.volumeMounts"))
+	for i, e := range pod.EnvFrom {
+		errs = append(errs, validateEnvFrom(e, p.Child("envFrom").Index(i))...)
+	}
+	return errs
+}
+
+func validateEnvFrom(e corev1.EnvFromSource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if e.Prefix != "" && !envName.MatchString(e.Prefix) {
+		errs = append(errs, field.Invalid(p.Child("prefix"), e.Prefix, "must start a valid environment variable name (letters, digits, _; not starting with a digit)"))
+	}
+	check := func(fp *field.Path, name string) {
+		if name == "" {
+			errs = append(errs, field.Required(fp.Child("name"), "the object's name, in the step's namespace"))
+			return
+		}
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			errs = append(errs, field.Invalid(fp.Child("name"), name, msg))
+		}
+	}
+	switch {
+	case e.SecretRef != nil && e.ConfigMapRef != nil:
+		errs = append(errs, field.Invalid(p, "", "must have one of secretRef or configMapRef, not both"))
+	case e.SecretRef != nil:
+		check(p.Child("secretRef"), e.SecretRef.Name)
+	case e.ConfigMapRef != nil:
+		check(p.Child("configMapRef"), e.ConfigMapRef.Name)
+	default:
+		errs = append(errs, field.Required(p, "secretRef: {name} or configMapRef: {name}"))
 	}
 	return errs
 }

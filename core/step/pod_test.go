@@ -30,6 +30,9 @@ pod:
   env:
     HF_TOKEN: {secretKeyRef: {name: hf, key: token}}
     MODE: {configMapKeyRef: {name: train-config, key: mode}}
+  envFrom:
+  - {secretRef: {name: s3-credentials}, prefix: AWS_}
+  - {configMapRef: {name: train-config, optional: true}}
 `
 
 func TestPodBlockParsesAndValidates(t *testing.T) {
@@ -38,6 +41,14 @@ func TestPodBlockParsesAndValidates(t *testing.T) {
 	require.Empty(t, s.Validate())
 	assert.Equal(t, "datasets", s.Pod.CoreVolumes()[0].PersistentVolumeClaim.ClaimName)
 	assert.Equal(t, "10Gi", s.Pod.CoreVolumes()[3].EmptyDir.SizeLimit.String())
+	vols, mounts := s.Pod.CoreVolumes(), s.Pod.CoreVolumeMounts()
+	require.Len(t, vols, 6, "one volume per envFrom source")
+	assert.Equal(t, "trainstep-env-from-0", vols[4].Name)
+	assert.Equal(t, "s3-credentials", vols[4].Secret.SecretName)
+	assert.True(t, *vols[5].ConfigMap.Optional)
+	assert.Equal(t, "/var/run/trainstep/env-from/1", mounts[3].MountPath)
+	assert.True(t, mounts[3].ReadOnly)
+	assert.Equal(t, []string{"AWS_", ""}, s.Pod.EnvFromPrefixes())
 	env := s.Pod.CoreEnv()
 	require.Len(t, env, 2)
 	assert.Equal(t, "HF_TOKEN", env[0].Name, "sorted by name")
@@ -84,7 +95,12 @@ func TestPodBlockBadValues(t *testing.T) {
 		"env name":               {"env: {1X: {secretKeyRef: {name: s, key: k}}}", "pod.env[1X]"},
 		"env without a source":   {"env: {X: {}}", "pod.env[X]"},
 		"env secret without key": {"env: {X: {secretKeyRef: {name: s}}}", "pod.env[X].secretKeyRef.key"},
-		"envFrom":                {"envFrom: [{secretRef: {name: s}}]", "pod.envFrom"},
+		"envFrom without source": {"envFrom: [{prefix: A_}]", "pod.envFrom[0]"},
+		"envFrom two sources":    {"envFrom: [{secretRef: {name: s}, configMapRef: {name: c}}]", "pod.envFrom[0]"},
+		"envFrom prefix":         {"envFrom: [{prefix: 1A, secretRef: {name: s}}]", "pod.envFrom[0].prefix"},
+		"envFrom secret name":    {"envFrom: [{secretRef: {name: S_1}}]", "pod.envFrom[0].secretRef.name"},
+		"reserved volume name":   {"volumes: [{name: trainstep-x, emptyDir: {}}]", "pod.volumes[0].name"},
+		"reserved mount path":    {"volumes: [{name: d, emptyDir: {}}]\n  volumeMounts: [{name: d, mountPath: /var/run/trainstep/x}]", "pod.volumeMounts[0].mountPath"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -100,6 +100,14 @@ func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Pl
 	}
 	if s.Pod != nil {
 		parts.Env = append(parts.Env, s.Pod.CoreEnv()...)
+		if len(s.Pod.EnvFrom) > 0 && !trainers.PrependToScript(&parts, trainers.EnvFromPrelude(s.Pod.EnvFromPrefixes())) {
+			return nil, step.Invalid(field.ErrorList{field.Forbidden(field.NewPath("pod", "envFrom"),
+				"no Trainer release carries envFrom, so trainstep mounts each object and the command script exports its keys; "+
+					"that needs a bash -c command (every function trainer, or a container command [bash, -c, script]); name each key in pod.env with secretKeyRef or configMapKeyRef instead")})
+		}
+		if errs := commandErrors(parts, api); len(errs) > 0 {
+			return nil, step.Invalid(errs)
+		}
 	}
 	plan := &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, API: api, Warnings: sel.Warnings}
 	if errs := checkPodNames(&plan.Runtime, plan.NumNodes()); len(errs) > 0 {

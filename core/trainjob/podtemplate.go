@@ -27,7 +27,7 @@ func podTargets(rt *runtimes.Runtime, pod *step.Pod) []podTarget {
 	var out []podTarget
 	for _, rj := range rt.ReplicatedJobs {
 		init := rj.Ancestor == runtimes.AncestorDataset || rj.Ancestor == runtimes.AncestorModel
-		out = append(out, podTarget{job: rj.Name, mount: !init && len(pod.VolumeMounts) > 0 && slices.Contains(rj.Containers, NodeContainer)})
+		out = append(out, podTarget{job: rj.Name, mount: !init && (len(pod.VolumeMounts) > 0 || len(pod.EnvFrom) > 0) && slices.Contains(rj.Containers, NodeContainer)})
 	}
 	return out
 }
@@ -35,7 +35,7 @@ func podTargets(rt *runtimes.Runtime, pod *step.Pod) []podTarget {
 func hasPodFields(pod *step.Pod) bool {
 	return pod != nil && (len(pod.NodeSelector) > 0 || len(pod.Tolerations) > 0 || pod.Affinity != nil ||
 		len(pod.SchedulingGates) > 0 || pod.ServiceAccountName != "" || len(pod.ImagePullSecrets) > 0 ||
-		len(pod.Volumes) > 0 || len(pod.VolumeMounts) > 0)
+		len(pod.Volumes) > 0 || len(pod.VolumeMounts) > 0 || len(pod.EnvFrom) > 0)
 }
 
 func gates(names []string) []corev1.PodSchedulingGate {

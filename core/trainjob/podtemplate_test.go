@@ -26,6 +26,7 @@ pod:
   volumes: [{name: data, persistentVolumeClaim: {claimName: datasets}}]
   volumeMounts: [{name: data, mountPath: /data}]
   env: {HF_TOKEN: {secretKeyRef: {name: hf, key: token}}}
+  envFrom: [{secretRef: {name: s3}, prefix: AWS_}]
 `
 
 func planFor(t *testing.T, framework string, api *API) *Plan {
@@ -60,8 +61,13 @@ func TestPodBlockBecomesRuntimePatches(t *testing.T) {
 		assert.Equal(t, "node", ps.Containers[0].Name)
 		assert.Equal(t, "/data", ps.Containers[0].VolumeMounts[0].MountPath)
 		assert.Empty(t, ps.Containers[0].Env, "the Trainer refuses env patches on the node container")
+		assert.Equal(t, "s3", ps.Volumes[1].Secret.SecretName, "envFrom's object, mounted")
+		assert.Equal(t, "/var/run/trainstep/env-from/0", ps.Containers[0].VolumeMounts[1].MountPath)
 	}
 	assert.ElementsMatch(t, []string{"node", "launcher"}, names, "MPI runtimes: the launcher runs the trainer container too")
+	script := tj.Spec.Trainer.Command[len(tj.Spec.Trainer.Command)-1]
+	assert.Contains(t, script, `"${TRAINSTEP_ENV_FROM_DIR:-/var/run/trainstep/env-from}/0"/*`, "the script exports the mounted keys")
+	assert.Contains(t, script, `__ts_n=AWS_"${__ts_f##*/}"`)
 	last := tj.Spec.Trainer.Env[len(tj.Spec.Trainer.Env)-1]
 	assert.Equal(t, "HF_TOKEN", last.Name)
 	assert.Equal(t, "hf", last.ValueFrom.SecretKeyRef.Name, "secret env goes through spec.trainer.env valueFrom")

@@ -53,7 +53,7 @@ var descriptions = map[string]string{
 	"imagePullSecrets":   "Names of Secrets for pulling images.",
 	"volumes":            "Pod volumes: each has a name and exactly one of persistentVolumeClaim, secret, configMap, emptyDir.",
 	"volumeMounts":       "Mounts of pod.volumes into the trainer container (name, mountPath, subPath, readOnly).",
-	"envFrom":            "Refused with the alternative: no Trainer release carries envFrom; use pod.env with secretKeyRef.",
+	"envFrom":            "Every key of a Secret (secretRef) or ConfigMap (configMapRef) as trainer env, with an optional prefix. No Trainer release carries envFrom: trainstep mounts each object and the command script exports its keys (function trainers, or a container command [bash, -c, script]).",
 }
 
 // Step returns the JSON Schema (draft 2020-12) of a step for the given trainer registry.

@@ -114,6 +114,7 @@ pod:
   volumes: [{name: data, persistentVolumeClaim: {claimName: datasets}}]
   volumeMounts: [{name: data, mountPath: /data, readOnly: true}]
   env: {HF_TOKEN: {secretKeyRef: {name: hf, key: token, optional: true}}}
+  envFrom: [{secretRef: {name: s3-credentials, optional: true}, prefix: AWS_}]
 timeout: 3m
 `)
 	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
@@ -140,6 +141,17 @@ timeout: 3m
 			}
 		}
 		assert.Contains(t, node.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: "/data", ReadOnly: true})
+		// envFrom: the Secret mounted where the command script reads it.
+		assert.Contains(t, node.VolumeMounts, corev1.VolumeMount{Name: "trainstep-env-from-0", MountPath: "/var/run/trainstep/env-from/0", ReadOnly: true})
+		var envFromSecret string
+		for _, v := range p.Spec.Volumes {
+			if v.Name == "trainstep-env-from-0" && v.Secret != nil {
+				envFromSecret = v.Secret.SecretName
+			}
+		}
+		assert.Equal(t, "s3-credentials", envFromSecret)
+		require.NotEmpty(t, node.Command)
+		assert.Contains(t, node.Command[len(node.Command)-1], "/var/run/trainstep/env-from}/0")
 		var token *corev1.EnvVar
 		for i := range node.Env {
 			if node.Env[i].Name == "HF_TOKEN" {

@@ -82,7 +82,8 @@ func TestBadInputNamesTheFieldAndCreatesNothing(t *testing.T) {
 		{"secret env without key", "framework: torch\ntrainer: {" + f + "}\npod: {env: {TOKEN: {secretKeyRef: {name: hf}}}}", "pod.env[TOKEN].secretKeyRef.key", "the key"},
 		{"pod env also in trainer env", "framework: torch\ntrainer: {" + f + ", env: {TOKEN: x}}\npod: {env: {TOKEN: {secretKeyRef: {name: hf, key: t}}}}", "pod.env[TOKEN]", "set it in one place"},
 		{"priorityClassName", "framework: torch\ntrainer: {" + f + "}\npod: {priorityClassName: high}", "pod.priorityClassName", "kueue.x-k8s.io/priority-class"},
-		{"envFrom", "framework: torch\ntrainer: {" + f + "}\npod: {envFrom: [{secretRef: {name: s}}]}", "pod.envFrom", "secretKeyRef"},
+		{"envFrom without a source", "framework: torch\ntrainer: {" + f + "}\npod: {envFrom: [{prefix: A_}]}", "pod.envFrom[0]", "secretRef"},
+		{"envFrom on a container command", "trainer: {kind: CustomTrainerContainer, image: ghcr.io/me/t:1, command: [python, t.py]}\npod: {envFrom: [{secretRef: {name: s}}]}", "pod.envFrom", "bash -c"},
 		{"duplicate key", "framework: torch\nframework: jax\ntrainer: {" + f + "}", "", "already set"},
 		{"not YAML", "framework: [torch\n", "", "not valid YAML"},
 	}

@@ -108,6 +108,7 @@ pod:
   volumes: [{name: data, persistentVolumeClaim: {claimName: datasets}}]
   volumeMounts: [{name: data, mountPath: /data}]
   env: {HF_TOKEN: {secretKeyRef: {name: hf, key: token}}}
+  envFrom: [{secretRef: {name: s3}, prefix: AWS_}]
 `
 
 // podBlock: the installed Trainer is read from its CRD through the apiserver, and the pod block
@@ -171,13 +172,13 @@ func podBlock(t *testing.T, env *testenv.Env, ns, version string) {
 	sa, _, _ := unstructured.NestedString(podSpec, "serviceAccountName")
 	assert.Equal(t, "trainer", sa)
 	vols, _, _ := unstructured.NestedSlice(podSpec, "volumes")
-	require.Len(t, vols, 1)
+	require.Len(t, vols, 2, "the PVC and envFrom's Secret")
 	claim, _, _ := unstructured.NestedString(vols[0].(map[string]any), "persistentVolumeClaim", "claimName")
 	assert.Equal(t, "datasets", claim)
 	ctrs, _, _ := unstructured.NestedSlice(podSpec, "containers")
 	require.Len(t, ctrs, 1)
 	mounts, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "volumeMounts")
-	require.Len(t, mounts, 1)
+	require.Len(t, mounts, 2)
 	assert.Equal(t, "/data", mounts[0].(map[string]any)["mountPath"])
 	envs, _, _ := unstructured.NestedSlice(got.Object, "spec", "trainer", "env")
 	require.NotEmpty(t, envs)
