@@ -51,6 +51,8 @@ type Result struct {
 	// TrainJob is the input with the status conditions the Trainer would have set.
 	TrainJob *trainer.TrainJob
 	Nodes    []NodeResult
+	// Result is the function's return value as rank 0 wrote it (see trainers.ResultFileEnv).
+	Result string
 	// Culprit is the node that failed first (-1 if none failed on its own).
 	Culprit int
 }
@@ -128,7 +130,7 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("making the working directory of node %d: %w", i, err)
 		}
-		env := nodeEnv(rt, spec.Env, i, nodes, procs, port, dir, shims)
+		env := append(nodeEnv(rt, spec.Env, i, nodes, procs, port, dir, shims), trainers.ResultFileEnv+"="+filepath.Join(dir, resultFile))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -145,6 +147,14 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 	}
 	wg.Wait()
 	res := &Result{TrainJob: out, Nodes: results, Culprit: culprit}
+	for i := range launches {
+		if b, err := os.ReadFile(filepath.Join(root, fmt.Sprintf("node-%d", i), resultFile)); err == nil {
+			if r, ok := trainjob.ParseResult(string(b)); ok {
+				res.Result = r
+				break
+			}
+		}
+	}
 	finish(out, res.failed())
 	return res, nil
 }
@@ -282,6 +292,7 @@ func finish(tj *trainer.TrainJob, failed *NodeResult) {
 // Observe renders a local result the way every face renders a cluster one, log tail included.
 func (res *Result) Observe() trainjob.Observation {
 	obs := trainjob.Observe(res.TrainJob, nil)
+	obs.Result = res.Result
 	if obs.Phase != trainjob.PhaseFailed {
 		return obs
 	}
@@ -366,6 +377,9 @@ func nodeEnv(rt *runtimes.Runtime, own []corev1.EnvVar, rank, nodes, procs, port
 		env[e.Name] = e.Value
 	}
 	for _, e := range own {
+		if e.ValueFrom != nil {
+			continue // a Secret or ConfigMap key (pod.env): this machine's own value, if any, stays
+		}
 		env[e.Name] = e.Value
 	}
 	if shims != "" {
@@ -491,3 +505,6 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// resultFile stands in for /dev/termination-log in each node's directory.
+const resultFile = "termination-log"

@@ -100,3 +100,15 @@ func TestLayoutSizesNodesAsTheTrainerDoes(t *testing.T) {
 		})
 	}
 }
+
+func TestSecretEnvKeepsThisMachinesValue(t *testing.T) {
+	t.Setenv("HF_TOKEN", "from-the-shell")
+	own := []corev1.EnvVar{{Name: "MODE", Value: "fast"}, {Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "token"}}},
+		{Name: "UNSET_SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "x"}}}}
+	env := nodeEnv(&runtimes.Runtime{Policy: runtimes.PolicyPlain}, own, 0, 1, 1, 0, t.TempDir(), "")
+	assert.Contains(t, env, "MODE=fast")
+	assert.Contains(t, env, "HF_TOKEN=from-the-shell", "a Secret key is not readable here; the shell's value stays")
+	for _, kv := range env {
+		assert.NotEqual(t, "UNSET_SECRET=", kv, "no empty stand-in for a Secret key")
+	}
+}

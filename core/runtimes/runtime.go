@@ -85,6 +85,9 @@ type Runtime struct {
 	// ReplicatedJobs are the JobSet template's replicated jobs, in order: their names and sizes
 	// bound the names of the pods JobSet makes, and so the TrainJob's name.
 	ReplicatedJobs []ReplicatedJob
+	// MaxCommandItem is the installed Trainer's command item limit, set by the planner from the
+	// TrainJob CRD before a trainer builds against this runtime (0: unknown, keep to 64 KiB).
+	MaxCommandItem int
 	// HiddenBy is set on a ClusterTrainingRuntime that a TrainingRuntime of the same name in the
 	// step's namespace hides: discovery and a bare name skip it, runtime.kind still reaches it.
 	HiddenBy string
@@ -99,6 +102,8 @@ type ReplicatedJob struct {
 	// The Trainer sets the trainer job's completions to the TrainJob's node count.
 	Replicas    int32
 	Completions int32
+	// Containers are the names of its pod template's containers.
+	Containers []string
 }
 
 // Ref is "ClusterTrainingRuntime/torch-distributed" or "TrainingRuntime/team-a/custom".
@@ -171,6 +176,14 @@ func FromUnstructured(u *unstructured.Unstructured) (*Runtime, error) {
 		}
 		if n, ok, _ := unstructured.NestedInt64(job, "template", "spec", "completions"); ok {
 			rj.Completions = int32(n)
+		}
+		ctrs, _, _ := unstructured.NestedSlice(job, "template", "spec", "template", "spec", "containers")
+		for _, c := range ctrs {
+			if cm, ok := c.(map[string]any); ok {
+				if n, ok := cm["name"].(string); ok {
+					rj.Containers = append(rj.Containers, n)
+				}
+			}
 		}
 		r.ReplicatedJobs = append(r.ReplicatedJobs, rj)
 		switch ancestor {

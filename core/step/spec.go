@@ -20,6 +20,9 @@ type Spec struct {
 	// trainer's field of the same name.
 	RuntimeConfig *RuntimeConfig `json:"runtimeConfig,omitempty"`
 	Initializer   *Initializer   `json:"initializer,omitempty"`
+	// Pod is where the pods run and what they run with (placement, service account, volumes,
+	// secrets); it reaches them through the installed Trainer's pod-template mechanism.
+	Pod *Pod `json:"pod,omitempty"`
 	// Labels and Annotations go on the TrainJob's metadata (spec.labels was removed in Trainer v2.2).
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`

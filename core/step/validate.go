@@ -57,6 +57,7 @@ func (s *Spec) Validate() field.ErrorList {
 		errs = append(errs, validateStorage(in.Dataset, p.Child("dataset"))...)
 		errs = append(errs, validateStorage(in.Model, p.Child("model"))...)
 	}
+	errs = append(errs, s.Pod.Validate(field.NewPath("pod"))...)
 	errs = append(errs, validateMeta(s.Labels, field.NewPath("labels"), true)...)
 	errs = append(errs, validateMeta(s.Annotations, field.NewPath("annotations"), false)...)
 	if s.QueueName != "" {

@@ -2,6 +2,7 @@ package trainers
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -28,12 +29,12 @@ func newContainer(framework string, raw json.RawMessage) (Trainer, field.ErrorLi
 		errs = append(errs, field.Required(trainerPath.Child("image"), "the image that holds the training code, e.g. ghcr.io/org/train:1.0"))
 	}
 	for i, item := range append(append([]string{}, t.Command...), t.Args...) {
-		if len(item) > MaxCommandItem {
+		if len(item) > MaxExecArg { // the installed Trainer's own limit is checked when planning
 			p := trainerPath.Child("command").Index(i)
 			if i >= len(t.Command) {
 				p = trainerPath.Child("args").Index(i - len(t.Command))
 			}
-			errs = append(errs, field.TooLong(p, "", MaxCommandItem))
+			errs = append(errs, field.Invalid(p, fmt.Sprintf("<%d characters>", len(item)), fmt.Sprintf("must be at most %d characters: Linux refuses a longer single argument (execve E2BIG)", MaxExecArg)))
 		}
 	}
 	return t, errs

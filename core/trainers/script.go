@@ -14,9 +14,26 @@ import (
 )
 
 // MaxCommandItem is the longest command item every supported Trainer accepts: v2.2 rejects items
-// over 65,536 characters (v2.3 allows 1 MiB, v2.0/2.1 have no limit), so trainstep stays under
-// the smallest.
+// over 65,536 characters (v2.3 allows 1 MiB, v2.0/2.1 have no limit). It is the limit a Script
+// keeps to when the installed Trainer's is not known (Runtime.MaxCommandItem unset).
 const MaxCommandItem = 65536
+
+// MaxCommandItemAny is the longest command item any Trainer accepts (v2.3's 1 MiB).
+const MaxCommandItemAny = 1 << 20
+
+// MaxExecArg is the longest single argument Linux execve takes (MAX_ARG_STRLEN, 32 pages of 4 KiB,
+// the terminating NUL included): a longer command item passes the Trainer and then fails to start
+// with "argument list too long". So the usable item is the smaller of this and the Trainer's limit.
+const MaxExecArg = 32*4096 - 1
+
+// UsableCommandItem is the longest command item that both the Trainer (its limit, or
+// MaxCommandItem when 0) and the kernel take.
+func UsableCommandItem(trainerLimit int) int {
+	if trainerLimit <= 0 {
+		trainerLimit = MaxCommandItem
+	}
+	return min(trainerLimit, MaxExecArg)
+}
 
 // Script is the Go port of the SDK's function script: install packages, write the function and
 // its call to a file, start the runtime's entry point on it. It differs from the SDK where the
@@ -29,6 +46,8 @@ type Script struct {
 	Packages  []string
 	IndexURLs []string
 	Policy    runtimes.Policy
+	// MaxItem is the installed Trainer's command item limit (MaxCommandItem when 0).
+	MaxItem int
 }
 
 // ScriptDirEnv lets the local backend point the MPI script file at a writable directory; on a
@@ -83,8 +102,46 @@ func (s Script) program() (string, error) {
 		call = s.FuncName + "(**" + args + ")"
 	}
 	src := strings.TrimRight(dedent(s.Source), "\n")
-	return src + "\n\n\n" + call + "\n", nil
+	return src + "\n\n\n" + resultWriter + "\n\n_trainstep_write_result(" + call + ")\n", nil
 }
+
+// ResultMarker wraps the return value in the termination message: {"trainstep.dev/result": v}.
+const ResultMarker = "trainstep.dev/result"
+
+// ResultFileEnv points the return value somewhere else than the termination message (the local
+// backend sets it to a file per node).
+const ResultFileEnv = "TRAINSTEP_RESULT_FILE"
+
+// MaxResult is what a container's termination message holds; the kubelet truncates the rest.
+const MaxResult = 4096
+
+// resultWriter writes the function's return value on rank 0 to the container's termination
+// message as {"trainstep.dev/result": <value>} (trainjob.ParseResult reads it). None writes
+// nothing; a value json.dumps refuses (a set, a tensor, NaN) is written as its repr() string;
+// a value over MaxResult bytes fails the node with a message that says to return a URI.
+var resultWriter = `def _trainstep_write_result(value):
+    import json, os, sys
+    rank = "0"
+    for name in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "JAX_PROCESS_ID", "DMLC_TASK_ID"):
+        if os.environ.get(name):
+            rank = os.environ[name]
+            break
+    if rank != "0" or value is None:
+        return
+    try:
+        body = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        body = json.dumps(repr(value), ensure_ascii=False)
+        print("trainstep: the return value is not JSON; the step's result is its repr() as a JSON string", file=sys.stderr)
+    data = ('{"` + ResultMarker + `":' + body + "}").encode("utf-8")
+    if len(data) > ` + fmt.Sprint(MaxResult) + `:
+        sys.exit("trainstep: the training function returned %d bytes as JSON, over the ` + fmt.Sprint(MaxResult) + ` a termination message holds; write large results to storage and return their URI, e.g. {'model_uri': 's3://bucket/model'}" % len(data))
+    path = os.environ.get("` + ResultFileEnv + `") or "/dev/termination-log"
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        print("trainstep: could not write the return value to %s: %s" % (path, e), file=sys.stderr)`
 
 func (s Script) body() (string, error) {
 	prog, err := s.program()
@@ -97,7 +154,8 @@ func (s Script) body() (string, error) {
 	delim := delimiter(prog)
 	fmt.Fprintf(&b, "cat > %s <<'%s'\n%s%s\n", file, delim, prog, delim)
 	fmt.Fprintf(&b, "exec %s %s\n", s.entry(), file)
-	if b.Len() <= MaxCommandItem {
+	limit := UsableCommandItem(s.MaxItem)
+	if b.Len() <= limit {
 		return b.String(), nil
 	}
 	// Too big for one command item: ship the program compressed and let Python unpack it.
@@ -109,8 +167,8 @@ func (s Script) body() (string, error) {
 	b.WriteString(s.pipBlock())
 	fmt.Fprintf(&b, "python -c 'import base64,sys,zlib; open(sys.argv[1],\"wb\").write(zlib.decompress(base64.b64decode(sys.argv[2])))' %s '%s'\n", file, packed)
 	fmt.Fprintf(&b, "exec %s %s\n", s.entry(), file)
-	if b.Len() > MaxCommandItem {
-		return "", fmt.Errorf("the function and its arguments make a %d-character command even compressed, over the %d that Trainer v2.2 accepts in one command item; move the code into a package (runtimeConfig.packagesToInstall) or an image (trainer.kind: CustomTrainerContainer)", b.Len(), MaxCommandItem)
+	if b.Len() > limit {
+		return "", fmt.Errorf("the function and its arguments make a %d-character command even compressed, over the %d the installed Trainer and Linux's per-argument limit accept in one command item (Trainer v2.2: 65536, v2.3: 1 MiB; execve: 131071); move the code into a package (runtimeConfig.packagesToInstall) or an image (trainer.kind: CustomTrainerContainer)", b.Len(), limit)
 	}
 	return b.String(), nil
 }

@@ -122,7 +122,7 @@ func TestScriptTooLargeEvenCompressedIsAClearError(t *testing.T) {
 	_, errs = tr.Build(&jaxRT, nil)
 	require.NotEmpty(t, errs)
 	assert.Equal(t, "trainer.func", errs[0].Field)
-	assert.Contains(t, errs[0].Error(), "over the 65536 that Trainer v2.2 accepts")
+	assert.Contains(t, errs[0].Error(), "over the 65536 the installed Trainer")
 	assert.Contains(t, errs[0].Error(), "CustomTrainerContainer")
 }
 
@@ -140,4 +140,126 @@ func TestScriptInstallsPackagesBeforeRunning(t *testing.T) {
 func TestDedentAndFunctions(t *testing.T) {
 	src := "    def a():\n        pass\n\n    async def b(x):\n        return x\n    class C:\n        def method(self): pass\n"
 	assert.Equal(t, []string{"a", "b"}, TopLevelFunctions(dedent(src)))
+}
+
+// runResult executes the generated command with extra env and returns the exit error, the
+// output and what was written to the result file (the termination message on a cluster).
+func runResult(t *testing.T, src string, env ...string) (out, msg string, runErr error) {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	require.NoError(t, err, "these tests run the generated script with Python 3")
+	cmd, err := Script{Source: src, FuncName: "train", Policy: runtimes.PolicyPlain}.Command()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	require.NoError(t, os.Mkdir(bin, 0o755))
+	require.NoError(t, os.Symlink(python, filepath.Join(bin, "python")))
+	file := filepath.Join(dir, "termination-log")
+	c := exec.CommandContext(t.Context(), cmd[0], cmd[1:]...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), ResultFileEnv+"="+file, "RANK=", "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "JAX_PROCESS_ID=", "DMLC_TASK_ID=")
+	c.Env = append(c.Env, env...)
+	var buf bytes.Buffer
+	c.Stdout, c.Stderr = &buf, &buf
+	runErr = c.Run()
+	b, _ := os.ReadFile(file)
+	return buf.String(), string(b), runErr
+}
+
+func TestScriptWritesTheReturnValueOnRankZero(t *testing.T) {
+	out, msg, err := runResult(t, "def train():\n    return {'accuracy': 0.93, 'model_uri': 's3://b/m', 'tags': ['a', 'é'], 'n': None}\n")
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResultMarker+`": {"accuracy": 0.93, "model_uri": "s3://b/m", "tags": ["a", "é"], "n": null}}`, msg)
+
+	for _, rank := range []string{"RANK=1", "OMPI_COMM_WORLD_RANK=3", "DMLC_TASK_ID=1", "JAX_PROCESS_ID=2"} {
+		out, msg, err = runResult(t, "def train():\n    return 1\n", rank)
+		require.NoError(t, err, out)
+		assert.Empty(t, msg, "only rank 0 writes (%s)", rank)
+	}
+	out, msg, err = runResult(t, "def train():\n    return 7\n", "RANK=0")
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResultMarker+`": 7}`, msg)
+
+	out, msg, err = runResult(t, "def train():\n    print('no return')\n")
+	require.NoError(t, err, out)
+	assert.Empty(t, msg, "None writes nothing")
+}
+
+func TestScriptWritesANonJSONValueAsItsRepr(t *testing.T) {
+	out, msg, err := runResult(t, "def train():\n    return {1, 2}\n")
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResultMarker+`": "{1, 2}"}`, msg)
+	assert.Contains(t, out, "not JSON; the step's result is its repr()")
+	out, msg, err = runResult(t, "def train():\n    return {'loss': float('nan')}\n")
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResultMarker+`": "{'loss': nan}"}`, msg, "NaN is not JSON")
+}
+
+func TestScriptFailsClearlyOnATooLargeReturnValue(t *testing.T) {
+	out, msg, err := runResult(t, "def train():\n    return {'weights': [0.5] * 2000}\n")
+	require.Error(t, err, "the node fails")
+	assert.Contains(t, out, "over the 4096 a termination message holds")
+	assert.Contains(t, out, "return their URI")
+	assert.Empty(t, msg)
+	// Just under the limit fits.
+	out, msg, err = runResult(t, "def train():\n    return 'x' * (4096 - len('{\"trainstep.dev/result\":\"\"}'))\n")
+	require.NoError(t, err, out)
+	assert.Len(t, msg, MaxResult)
+}
+
+func TestScriptKeepsToTheInstalledTrainersLimit(t *testing.T) {
+	// 100 KiB: over v2.2's 64 KiB, under v2.3's 1 MiB and Linux's 128 KiB per argument.
+	src := echoSource + strings.Repeat("# padding padding padding padding padding padding padding\n", 1750)
+	cmd, err := Script{Source: src, FuncName: "check", Policy: runtimes.PolicyPlain, MaxItem: MaxCommandItemAny}.Command()
+	require.NoError(t, err)
+	assert.Greater(t, len(cmd[2]), MaxCommandItem)
+	assert.NotContains(t, cmd[2], "zlib.decompress", "Trainer v2.3 takes 100 KiB as it is")
+	assert.Equal(t, "$HOME", runScript(t, cmd)["home"], "and bash starts with it")
+	cmd, err = Script{Source: src, FuncName: "check", Policy: runtimes.PolicyPlain, MaxItem: 65536}.Command()
+	require.NoError(t, err)
+	assert.Contains(t, cmd[2], "zlib.decompress", "v2.2: compressed")
+
+	// 200 KiB passes v2.3's 1 MiB but not execve: compressed even there.
+	src = echoSource + strings.Repeat("# padding padding padding padding padding padding padding\n", 3500)
+	cmd, err = Script{Source: src, FuncName: "check", Policy: runtimes.PolicyPlain, MaxItem: MaxCommandItemAny}.Command()
+	require.NoError(t, err)
+	assert.Contains(t, cmd[2], "zlib.decompress")
+	assert.LessOrEqual(t, len(cmd[2]), MaxExecArg)
+	assert.Equal(t, "$HOME", runScript(t, cmd)["home"])
+}
+
+func TestEnvFromPreludeExportsTheMountedKeys(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "0"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "1"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "2"), 0o755))
+	files := map[string]string{
+		"0/TOKEN": "s3cr3t $HOME `x`\n", "0/bad-name": "skipped", "0/KEPT": "from the secret", "0/SHARED": "first source",
+		"1/REGION": "eu", "2/SHARED": "last source wins",
+	}
+	for f, v := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(root, f), []byte(v), 0o644))
+	}
+	require.NoError(t, os.Symlink(filepath.Join(root, "1", "REGION"), filepath.Join(root, "0", "..data")), "hidden entries are not keys")
+	src := "def train():\n    import os, json\n    json.dump({k: os.environ.get(k) for k in ['TOKEN', 'KEPT', 'AWS_REGION', 'bad-name', 'REGION', 'SHARED']}, open('got.json', 'w'))\n"
+	cmd, err := Script{Source: src, FuncName: "train", Policy: runtimes.PolicyPlain}.Command()
+	require.NoError(t, err)
+	p := Parts{Command: cmd}
+	require.True(t, PrependToScript(&p, EnvFromPrelude([]string{"", "AWS_", ""})))
+	python, err := exec.LookPath("python3")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	require.NoError(t, os.Mkdir(bin, 0o755))
+	require.NoError(t, os.Symlink(python, filepath.Join(bin, "python")))
+	c := exec.CommandContext(t.Context(), p.Command[0], p.Command[1:]...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), EnvFromDirEnv+"="+root, "KEPT=from env", ResultFileEnv+"="+filepath.Join(dir, "r"))
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, string(out))
+	b, err := os.ReadFile(filepath.Join(dir, "got.json"))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"TOKEN": "s3cr3t $HOME `+"`x`"+`\n", "KEPT": "from env", "AWS_REGION": "eu", "bad-name": null, "REGION": null, "SHARED": "last source wins"}`, string(b))
+
+	assert.False(t, PrependToScript(&Parts{Command: []string{"python", "train.py"}}, "x"), "only a bash -c script can export")
 }

@@ -1,6 +1,8 @@
 package trainjob
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/core/trainers"
 )
 
 // Pod labels JobSet sets; they find a TrainJob's pods.
@@ -64,6 +68,9 @@ type Observation struct {
 	Progress  *int32
 	Remaining *int32
 	Metrics   map[string]string
+	// Result is the training function's return value on rank 0, as JSON, read from the trainer
+	// container's termination message (empty when it returned None or has not returned).
+	Result string
 }
 
 // TrainerPods selects the pods that run the trainer: node, and launcher for MPI runtimes.
@@ -138,6 +145,7 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 		}
 	}
 	o.FailedPod = failedPod(trainerPods)
+	o.Result = podResult(trainerPods)
 	conds := tj.Status.Conditions
 	if c := apimeta.FindStatusCondition(conds, trainer.TrainJobFailed); c != nil && c.Status == metav1.ConditionTrue {
 		return o.terminal(PhaseFailed, c)
@@ -156,11 +164,34 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 	if o.NumNodes > 0 && o.RunningNodes >= o.NumNodes {
 		o.Phase, o.Reason = PhaseRunning, "Running"
 		o.Message = fmt.Sprintf("TrainJob %s is running: %d/%d nodes", tj.Name, o.RunningNodes, o.NumNodes)
+		if o.Progress != nil {
+			o.Message += fmt.Sprintf(", %d%% done", *o.Progress)
+			if o.Remaining != nil {
+				o.Message += fmt.Sprintf(" (about %s left)", time.Duration(*o.Remaining)*time.Second)
+			}
+		}
 		return o
 	}
 	o.Phase, o.Reason = PhasePending, "Pending"
 	o.Message = fmt.Sprintf("TrainJob %s is starting: %d/%d nodes running", tj.Name, o.RunningNodes, o.NumNodes)
 	return o
+}
+
+// ProgressFraction is Argo's node progress, "N/M": the Trainer's progressPercentage as P/100 when
+// it reports one (v2.2+ with the TrainJobStatus gate), else running nodes / nodes; empty when
+// the node count is unknown.
+func (o Observation) ProgressFraction() string {
+	if p := o.Progress; p != nil {
+		return fmt.Sprintf("%d/100", min(max(*p, 0), 100))
+	}
+	if o.NumNodes <= 0 {
+		return ""
+	}
+	running := min(o.RunningNodes, o.NumNodes)
+	if o.Phase == PhaseSucceeded {
+		running = o.NumNodes
+	}
+	return fmt.Sprintf("%d/%d", running, o.NumNodes)
 }
 
 func (o Observation) terminal(phase Phase, c *metav1.Condition) Observation {
@@ -229,4 +260,42 @@ func (o Observation) WithLogTail(pod, tail string) Observation {
 	o.FailedPod = pod
 	o.Message = fmt.Sprintf("%s\nlast lines of %s:\n%s", o.Message, pod, tail)
 	return o
+}
+
+// ResultMarker wraps the return value in the termination message, so a message someone else
+// wrote is never taken for a result: {"trainstep.dev/result": <value>}.
+const ResultMarker = trainers.ResultMarker
+
+// ParseResult reads a termination message written by the command script; ok is false for any
+// other message.
+func ParseResult(msg string) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(msg), &m) != nil || len(m) != 1 {
+		return "", false
+	}
+	v, ok := m[ResultMarker]
+	if !ok {
+		return "", false
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, v) != nil {
+		return "", false
+	}
+	return b.String(), true
+}
+
+// podResult is the first result a trainer container left in its termination message (rank 0
+// runs in one of them: node-0, or on MPI wherever mpirun placed it).
+func podResult(pods []corev1.Pod) string {
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name != NodeContainer || cs.State.Terminated == nil {
+				continue
+			}
+			if r, ok := ParseResult(cs.State.Terminated.Message); ok {
+				return r
+			}
+		}
+	}
+	return ""
 }

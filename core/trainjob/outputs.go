@@ -1,8 +1,13 @@
 package trainjob
 
 import (
+	"bytes"
 	"encoding/json"
+	"regexp"
+	"slices"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -21,11 +26,70 @@ const (
 	OutNumNodes       = "num-nodes"
 	OutProgress       = "progress-percentage"
 	OutMetrics        = "metrics"
+	// OutResult is the training function's return value on rank 0, as JSON.
+	OutResult = "result"
 )
+
+// ResultKeyPrefix names the output of one top-level key of a dict result: result-<key>. Argo
+// parameter names allow only [-a-zA-Z0-9_] (no dots), Tekton result names must start and end with
+// an alphanumeric, so a key becomes an output when it matches resultKeyName; the first
+// MaxResultKeys such keys, in sorted order, do. Every key stays in result.
+const (
+	ResultKeyPrefix = "result-"
+	MaxResultKeys   = 32
+)
+
+var resultKeyName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_]{0,61}[A-Za-z0-9])?$`)
+
+// IsResultKeyOutput reports whether name is a result-<key> output name a step may declare.
+func IsResultKeyOutput(name string) bool {
+	key, ok := strings.CutPrefix(name, ResultKeyPrefix)
+	return ok && resultKeyName.MatchString(key)
+}
+
+// OrderedNames lists outs in a stable order: OutputNames, then the result-<key> outputs sorted.
+func OrderedNames(outs map[string]string) []string {
+	names := slices.Clone(OutputNames)
+	var extra []string
+	for n := range outs {
+		if !slices.Contains(OutputNames, n) {
+			extra = append(extra, n)
+		}
+	}
+	sort.Strings(extra)
+	return append(names, extra...)
+}
+
+// resultKeys renders result-<key> for each top-level key of a JSON object.
+func resultKeys(result string, out map[string]string) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(result), &obj) != nil {
+		return
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		if resultKeyName.MatchString(k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys[:min(len(keys), MaxResultKeys)] {
+		v := obj[k]
+		var s string
+		if bytes.HasPrefix(bytes.TrimSpace(v), []byte(`"`)) && json.Unmarshal(v, &s) == nil {
+			out[ResultKeyPrefix+k] = s // a string as itself, not quoted
+			continue
+		}
+		var b bytes.Buffer
+		if json.Compact(&b, v) == nil {
+			out[ResultKeyPrefix+k] = b.String()
+		}
+	}
+}
 
 // OutputNames lists every output, in a stable order.
 var OutputNames = []string{OutName, OutNamespace, OutRuntime, OutFramework, OutPhase, OutReason, OutMessage,
-	OutStartTime, OutCompletionTime, OutDuration, OutNumNodes, OutProgress, OutMetrics}
+	OutStartTime, OutCompletionTime, OutDuration, OutNumNodes, OutProgress, OutMetrics, OutResult}
 
 // Outputs renders the observation as the step's outputs. Every name is always present (empty
 // when unknown), so downstream steps can rely on them.
@@ -39,7 +103,9 @@ func (o Observation) Outputs() map[string]string {
 		OutReason:    o.Reason,
 		OutMessage:   o.Message,
 		OutNumNodes:  strconv.Itoa(int(o.NumNodes)),
+		OutResult:    o.Result,
 	}
+	resultKeys(o.Result, out)
 	if o.StartTime != nil {
 		out[OutStartTime] = o.StartTime.UTC().Format(time.RFC3339)
 	}

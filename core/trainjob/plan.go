@@ -3,12 +3,17 @@ package trainjob
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/step"
@@ -19,6 +24,10 @@ import (
 type Planner struct {
 	Trainers *trainers.Registry
 	Runtimes runtimes.Source
+	// API is what the installed Trainer accepts; when nil, Detector reads it from the cluster, and
+	// with neither Trainer v2.3 is assumed (AssumedAPI: --local, stock runtimes).
+	API      *API
+	Detector *APIDetector
 }
 
 // Plan is a validated step bound to its trainer and runtime, ready to become a TrainJob.
@@ -28,6 +37,8 @@ type Plan struct {
 	Trainer   trainers.Trainer
 	Runtime   runtimes.Runtime
 	Parts     trainers.Parts
+	// API is what the installed Trainer accepts; it decides how the pod block reaches the pods.
+	API API
 	// Warnings are worth telling the user (a deprecated runtime, say) but do not stop the step.
 	Warnings []string
 }
@@ -58,6 +69,16 @@ func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Pl
 		return nil, step.Invalid(field.ErrorList{ferr})
 	}
 	rt := sel.Runtime
+	api := AssumedAPI
+	switch {
+	case p.API != nil:
+		api = *p.API
+	case p.Detector != nil:
+		if api, err = p.Detector.Get(ctx); err != nil {
+			return nil, err
+		}
+	}
+	rt.MaxCommandItem = api.MaxCommandItem
 	if in := s.Initializer; in != nil {
 		if in.Dataset != nil && !rt.HasDatasetInitializer {
 			errs = append(errs, field.Invalid(field.NewPath("initializer", "dataset"), in.Dataset.StorageURI,
@@ -73,7 +94,22 @@ func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Pl
 	if len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
-	plan := &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, Warnings: sel.Warnings}
+	errs = append(errs, commandErrors(parts, api)...)
+	if errs := append(errs, podErrors(s.Pod, api, parts.Env)...); len(errs) > 0 {
+		return nil, step.Invalid(errs)
+	}
+	if s.Pod != nil {
+		parts.Env = append(parts.Env, s.Pod.CoreEnv()...)
+		if len(s.Pod.EnvFrom) > 0 && !trainers.PrependToScript(&parts, trainers.EnvFromPrelude(s.Pod.EnvFromPrefixes())) {
+			return nil, step.Invalid(field.ErrorList{field.Forbidden(field.NewPath("pod", "envFrom"),
+				"no Trainer release carries envFrom, so trainstep mounts each object and the command script exports its keys; "+
+					"that needs a bash -c command (every function trainer, or a container command [bash, -c, script]); name each key in pod.env with secretKeyRef or configMapKeyRef instead")})
+		}
+		if errs := commandErrors(parts, api); len(errs) > 0 {
+			return nil, step.Invalid(errs)
+		}
+	}
+	plan := &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, API: api, Warnings: sel.Warnings}
 	if errs := checkPodNames(&plan.Runtime, plan.NumNodes()); len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
@@ -145,7 +181,87 @@ func (p *Plan) TrainJob(id Identity) *trainer.TrainJob {
 	if id.Owner != nil {
 		tj.OwnerReferences = []metav1.OwnerReference{*id.Owner}
 	}
+	if p.API.PodMechanism == PodRuntimePatches {
+		tj.Spec.RuntimePatches = runtimePatch(&p.Runtime, p.Spec.Pod)
+	}
+	tj.Spec.ActiveDeadlineSeconds = p.ActiveDeadlineSeconds()
 	return tj
+}
+
+// ActiveDeadlineSeconds is spec.activeDeadlineSeconds on a Trainer that has it (v2.2+): the
+// step's timeout in whole seconds, rounded up, so the Trainer stops the job even when no face is
+// left to. trainstep's own timeout counts from creation and the Trainer's from the job's start
+// (later, and reset on resume), so trainstep's normally fires first and deletes the job. Not set
+// with keepOnTimeout, which asks for the job to outlive the timeout.
+func (p *Plan) ActiveDeadlineSeconds() int64 {
+	t := p.Spec.Timeout
+	if !p.API.ActiveDeadline || t == nil || t.Duration <= 0 || p.Spec.KeepOnTimeout {
+		return 0
+	}
+	return max(1, int64(math.Ceil(t.Seconds())))
+}
+
+// Object is the TrainJob to submit as the installed Trainer takes it: the typed TrainJob, or on
+// Trainer v2.1 (spec.podTemplateOverrides, which the v2.3 API package no longer has) the same
+// object as unstructured with the overrides added.
+func (p *Plan) Object(id Identity) (client.Object, error) {
+	tj := p.TrainJob(id)
+	if p.API.PodMechanism != PodTemplateOverrides || !hasPodFields(p.Spec.Pod) {
+		return tj, nil
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tj)
+	if err != nil {
+		return nil, fmt.Errorf("rendering TrainJob %s: %w", tj.Name, err)
+	}
+	overrides, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
+		O []PodTemplateOverride `json:"o"`
+	}{podTemplateOverrides(&p.Runtime, p.Spec.Pod)})
+	if err != nil {
+		return nil, fmt.Errorf("rendering spec.podTemplateOverrides: %w", err)
+	}
+	if err := unstructured.SetNestedField(u, overrides["o"], "spec", "podTemplateOverrides"); err != nil {
+		return nil, err
+	}
+	delete(u, "status")
+	return &unstructured.Unstructured{Object: u}, nil
+}
+
+// commandErrors checks every command and args item against the installed Trainer's limit.
+func commandErrors(parts trainers.Parts, api API) field.ErrorList {
+	var errs field.ErrorList
+	limit := trainers.UsableCommandItem(api.MaxCommandItem)
+	for i, item := range append(slices.Clone(parts.Command), parts.Args...) {
+		if len(item) <= limit {
+			continue
+		}
+		p := field.NewPath("trainer", "command").Index(i)
+		if i >= len(parts.Command) {
+			p = field.NewPath("trainer", "args").Index(i - len(parts.Command))
+		}
+		errs = append(errs, field.Invalid(p, fmt.Sprintf("<%d characters>", len(item)),
+			fmt.Sprintf("must be at most %d characters: the installed Trainer (%s) takes command items up to %d, and Linux a single argument up to %d", limit, api.Source, api.MaxCommandItem, trainers.MaxExecArg)))
+	}
+	return errs
+}
+
+// podErrors checks what the pod block needs of the installed Trainer and of the trainer's env.
+func podErrors(pod *step.Pod, api API, env []corev1.EnvVar) field.ErrorList {
+	if pod == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if hasPodFields(pod) && api.PodMechanism == "" {
+		errs = append(errs, field.Forbidden(field.NewPath("pod"),
+			"the installed Trainer ("+api.Source+") has neither spec.runtimePatches (v2.2+) nor spec.podTemplateOverrides (v2.1); upgrade the Trainer, or set these in the runtime's pod template"))
+	}
+	for _, n := range pod.EnvNames() {
+		for _, e := range env {
+			if e.Name == n {
+				errs = append(errs, field.Duplicate(field.NewPath("pod", "env").Key(n), n+" is also set by trainer.env, runtimeConfig.env or the trainer itself; set it in one place"))
+			}
+		}
+	}
+	return errs
 }
 
 func initializer(in *step.Initializer) *trainer.Initializer {

@@ -8,6 +8,8 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -24,26 +26,49 @@ type Client interface {
 // it is returned as it is (created=false): a replayed call, a restarted face or a retried
 // command all land on the same job. Racing submitters are settled by the apiserver's
 // AlreadyExists.
-func Submit(ctx context.Context, c Client, tj *trainer.TrainJob, id Identity) (*trainer.TrainJob, bool, error) {
+//
+// tj is a *trainer.TrainJob, or the unstructured form Plan.Object makes for fields the typed API
+// no longer has (Trainer v2.1's podTemplateOverrides).
+func Submit(ctx context.Context, c Client, tj client.Object, id Identity) (*trainer.TrainJob, bool, error) {
 	existing := &trainer.TrainJob{}
 	err := c.Get(ctx, client.ObjectKeyFromObject(tj), existing)
 	switch {
 	case err == nil:
 		return adopt(existing, id)
 	case !apierrors.IsNotFound(err):
-		return nil, false, fmt.Errorf("looking up TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
+		return nil, false, fmt.Errorf("looking up TrainJob %s/%s: %w", tj.GetNamespace(), tj.GetName(), err)
 	}
-	created := tj.DeepCopy()
+	created, ok := tj.DeepCopyObject().(client.Object)
+	if !ok {
+		return nil, false, fmt.Errorf("TrainJob %s/%s cannot be copied", tj.GetNamespace(), tj.GetName())
+	}
 	if err := c.Create(ctx, created); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
-			return nil, false, fmt.Errorf("creating TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
+			return nil, false, fmt.Errorf("creating TrainJob %s/%s: %w", tj.GetNamespace(), tj.GetName(), err)
 		}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(tj), existing); err != nil {
-			return nil, false, fmt.Errorf("reading TrainJob %s/%s created concurrently: %w", tj.Namespace, tj.Name, err)
+			return nil, false, fmt.Errorf("reading TrainJob %s/%s created concurrently: %w", tj.GetNamespace(), tj.GetName(), err)
 		}
 		return adopt(existing, id)
 	}
-	return created, true, nil
+	return typed(created)
+}
+
+// typed returns the created object as a TrainJob (an unstructured one is converted; the fields
+// the typed API lacks are dropped from the copy, not from the cluster).
+func typed(obj client.Object) (*trainer.TrainJob, bool, error) {
+	if tj, ok := obj.(*trainer.TrainJob); ok {
+		return tj, true, nil
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, false, fmt.Errorf("unexpected TrainJob type %T", obj)
+	}
+	tj := &trainer.TrainJob{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, tj); err != nil {
+		return nil, false, fmt.Errorf("reading created TrainJob %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return tj, true, nil
 }
 
 func adopt(existing *trainer.TrainJob, id Identity) (*trainer.TrainJob, bool, error) {

@@ -1,6 +1,9 @@
 package trainjob
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,7 +132,7 @@ func TestObserveFailedPodAndOutputs(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		OutName: "job", OutNamespace: "ns", OutRuntime: "jax-distributed", OutFramework: "jax", OutPhase: "Failed", OutReason: "FailedJobs",
 		OutMessage: o.Message, OutStartTime: "1970-01-01T00:16:40Z", OutCompletionTime: "1970-01-01T00:18:10Z", OutDuration: "90",
-		OutNumNodes: "3", OutProgress: "40", OutMetrics: `{"loss":"0.5"}`,
+		OutNumNodes: "3", OutProgress: "40", OutMetrics: `{"loss":"0.5"}`, OutResult: "",
 	}, o.Outputs())
 	assert.Len(t, o.Outputs(), len(OutputNames))
 }
@@ -170,4 +173,59 @@ func TestNamePrefix(t *testing.T) {
 			assert.LessOrEqual(t, len(got), MaxNameLength-hashLength-1)
 		})
 	}
+}
+
+func TestResultFromTheTerminationMessage(t *testing.T) {
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns"}}
+	done := func(idx int, msg string) corev1.Pod {
+		p := pod("job", "node", idx, corev1.PodSucceeded)
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: NodeContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}}}
+		return p
+	}
+	keys := `{"accuracy": 0.93, "model_uri": "s3://b/m", "bad.key": 1, "-lead": 2, "nested": {"a": [1, 2]}, "none": null}`
+	o := Observe(tj, []corev1.Pod{done(1, "someone else's message"), done(0, `{"`+ResultMarker+`": `+keys+`}`)})
+	out := o.Outputs()
+	assert.JSONEq(t, keys, out[OutResult])
+	assert.Equal(t, "0.93", out["result-accuracy"])
+	assert.Equal(t, "s3://b/m", out["result-model_uri"], "a string is itself, unquoted")
+	assert.Equal(t, `{"a":[1,2]}`, out["result-nested"])
+	assert.Equal(t, "null", out["result-none"])
+	assert.NotContains(t, out, "result-bad.key", "Argo parameter names have no dots")
+	assert.NotContains(t, out, "result--lead", "Tekton result names start with an alphanumeric")
+	assert.Equal(t, append(slices.Clone(OutputNames), "result-accuracy", "result-model_uri", "result-nested", "result-none"), OrderedNames(out))
+
+	assert.Empty(t, Observe(tj, []corev1.Pod{done(0, "plain text")}).Result, "only our marker is a result")
+	assert.Equal(t, `[1,2]`, Observe(tj, []corev1.Pod{done(0, `{"`+ResultMarker+`": [1, 2]}`)}).Result)
+
+	many := map[string]int{}
+	for i := range 50 {
+		many[fmt.Sprintf("k%02d", i)] = i
+	}
+	b, _ := json.Marshal(map[string]any{ResultMarker: many})
+	out = Observe(tj, []corev1.Pod{done(0, string(b))}).Outputs()
+	assert.Len(t, out, len(OutputNames)+MaxResultKeys, "result-<key> outputs are bounded")
+	assert.Contains(t, out, "result-k00")
+	assert.NotContains(t, out, "result-k49")
+	assert.True(t, IsResultKeyOutput("result-accuracy"))
+	assert.False(t, IsResultKeyOutput("result-a.b"))
+	assert.False(t, IsResultKeyOutput("accuracy"))
+}
+
+func TestProgress(t *testing.T) {
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "job", Labels: map[string]string{LabelNumNodes: "2"}}}
+	pods := []corev1.Pod{pod("job", "node", 0, corev1.PodRunning), pod("job", "node", 1, corev1.PodPending)}
+	o := Observe(tj, pods)
+	assert.Equal(t, "1/2", o.ProgressFraction(), "running nodes / nodes without a Trainer progress")
+	pods[1].Status.Phase = corev1.PodRunning
+	o = Observe(tj, pods)
+	assert.Equal(t, "2/2", o.ProgressFraction())
+	assert.Equal(t, "TrainJob job is running: 2/2 nodes", o.Message)
+	tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](40), EstimatedRemainingSeconds: ptr.To[int32](90)}
+	o = Observe(tj, pods)
+	assert.Equal(t, "40/100", o.ProgressFraction(), "the Trainer's percentage when it reports one")
+	assert.Equal(t, "TrainJob job is running: 2/2 nodes, 40% done (about 1m30s left)", o.Message)
+	tj.Status.TrainerStatus = nil
+	tj.Status.Conditions = []metav1.Condition{cond("Complete", "True", "AllJobsCompleted")}
+	pods[0].Status.Phase, pods[1].Status.Phase = corev1.PodSucceeded, corev1.PodSucceeded
+	assert.Equal(t, "2/2", Observe(tj, pods).ProgressFraction())
 }

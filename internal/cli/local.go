@@ -30,8 +30,12 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 		return o.fail(err)
 	}
 	o.warn(plan)
+	if spec.Pod != nil && !o.dryRun {
+		o.say("warning: the pod block shapes the pods on a cluster; local processes get no volumes, placement or Secret env (a pod.env name set in this shell is passed through)")
+	}
 	tj := plan.TrainJob(o.identity())
 	if o.dryRun {
+		fmt.Fprintf(o.stdout, "# Trainer API: %s\n", plan.API.Source)
 		return o.printYAML(tj)
 	}
 	o.say("running TrainJob %s locally: runtime %s, %s, %d node(s)", tj.Name, plan.Runtime.Name, plan.Trainer.Kind(), plan.NumNodes())
@@ -69,12 +73,22 @@ func (o *runOptions) dryRunPlan(ctx context.Context, spec *step.Spec) int {
 	if err != nil {
 		return o.fail(err)
 	}
-	plan, err := (&trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: src}).Plan(ctx, spec, o.ns())
+	planner := &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: src}
+	if cs, ok := src.(runtimes.ClusterSource); ok {
+		planner.Detector = &trainjob.APIDetector{Reader: cs.Reader}
+	}
+	plan, err := planner.Plan(ctx, spec, o.ns())
 	if err != nil {
 		return o.fail(err)
 	}
 	o.warn(plan)
-	return o.printYAML(plan.TrainJob(o.identity()))
+	o.say("Trainer API: %s; the pod block goes to spec.%s", plan.API.Source, plan.API.PodMechanism)
+	tj, err := plan.Object(o.identity())
+	if err != nil {
+		return o.fail(err)
+	}
+	fmt.Fprintf(o.stdout, "# Trainer API: %s\n", plan.API.Source)
+	return o.printYAML(tj)
 }
 
 // localRuntimes is the cluster's runtimes when one is reachable (so --local tries exactly what the

@@ -127,12 +127,16 @@ func (o *runOptions) run(ctx context.Context) int {
 		return o.fail(err)
 	}
 	ns := o.ns()
-	plan, err := (&trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}}).Plan(ctx, spec, ns)
+	plan, err := (&trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c},
+		Detector: &trainjob.APIDetector{Reader: c}}).Plan(ctx, spec, ns)
 	if err != nil {
 		return o.fail(err)
 	}
 	id := o.identity()
-	tj := plan.TrainJob(id)
+	tj, err := plan.Object(id)
+	if err != nil {
+		return o.fail(err)
+	}
 	o.warn(plan)
 	created, isNew, err := trainjob.Submit(ctx, c, tj, id)
 	if err != nil {

@@ -112,7 +112,11 @@ func (p *Plugin) executeTemplate(ctx context.Context, args executor.ExecuteTempl
 		}
 		return p.pending(req, "", fmt.Sprintf("planning the TrainJob: %v", err))
 	}
-	tj, created, err := trainjob.Submit(ctx, p.reader, plan.TrainJob(id), id)
+	obj, err := plan.Object(id)
+	if err != nil {
+		return p.failed(req, outcomeInvalid, err.Error())
+	}
+	tj, created, err := trainjob.Submit(ctx, p.reader, obj, id)
 	switch {
 	case errors.Is(err, trainjob.ErrNameTaken), apierrors.IsForbidden(err), apierrors.IsInvalid(err):
 		return p.failed(req, string(wfv1.NodeFailed), err.Error())
@@ -338,7 +342,7 @@ func (p *Plugin) inProgress(ctx context.Context, req *request, v trainjob.Verdic
 // reply renders an observation: phase, message and every core output as a parameter.
 func (p *Plugin) reply(req *request, obs trainjob.Observation, held time.Duration) result {
 	phase := nodePhase(obs.Phase)
-	node := &wfv1.NodeResult{Phase: phase, Message: obs.Message, Outputs: outputs(obs)}
+	node := &wfv1.NodeResult{Phase: phase, Message: obs.Message, Outputs: outputs(obs, req.Declared), Progress: wfv1.Progress(obs.ProgressFraction())}
 	r := result{reply: executor.ExecuteTemplateReply{Node: node}, outcome: string(phase), req: req, trainJob: obs.Name, held: held}
 	if phase != wfv1.NodeSucceeded && phase != wfv1.NodeFailed && phase != wfv1.NodeError {
 		r.reply.Requeue = &metav1.Duration{Duration: p.opts.Requeue}
@@ -352,7 +356,11 @@ func (p *Plugin) reply(req *request, obs trainjob.Observation, held time.Duratio
 func (p *Plugin) pending(req *request, name, msg string) result {
 	node := &wfv1.NodeResult{Phase: wfv1.NodePending, Message: msg}
 	if name != "" {
-		node.Outputs = outputs(trainjob.Observation{Name: name, Namespace: p.opts.Namespace})
+		var declared []string
+		if req != nil {
+			declared = req.Declared
+		}
+		node.Outputs = outputs(trainjob.Observation{Name: name, Namespace: p.opts.Namespace}, declared)
 	}
 	return result{
 		reply:    executor.ExecuteTemplateReply{Node: node, Requeue: &metav1.Duration{Duration: p.opts.Requeue}},
@@ -379,12 +387,18 @@ func nodePhase(ph trainjob.Phase) wfv1.NodePhase {
 	return wfv1.NodePending
 }
 
-// outputs returns every core output, in the documented order: the reply replaces the node's
-// outputs, so all of them are always there.
-func outputs(obs trainjob.Observation) *wfv1.Outputs {
+// outputs returns every core output, in the documented order, then the result-<key> outputs the
+// return value has and those the template declares (empty until there is a value): the reply
+// replaces the node's outputs, so all of them are always there.
+func outputs(obs trainjob.Observation, declared []string) *wfv1.Outputs {
 	values := obs.Outputs()
+	for _, n := range declared {
+		if _, ok := values[n]; !ok {
+			values[n] = ""
+		}
+	}
 	out := &wfv1.Outputs{}
-	for _, n := range trainjob.OutputNames {
+	for _, n := range trainjob.OrderedNames(values) {
 		out.Parameters = append(out.Parameters, wfv1.Parameter{Name: n, Value: wfv1.AnyStringPtr(values[n])})
 	}
 	return out

@@ -102,7 +102,7 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 		cache:   c,
 		api:     api,
 		reader:  cacheFirst{cache: c, api: api},
-		planner: trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}},
+		planner: trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}, Detector: &trainjob.APIDetector{Reader: api}},
 		logs:    logs,
 		tokens:  tokens,
 		metrics: newMetrics(),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -112,8 +113,9 @@ func parseRequest(args executor.ExecuteTemplateArgs, key string, body json.RawMe
 	}
 	if out := args.Template.Outputs; len(out.Parameters) > 0 {
 		for i, p := range out.Parameters {
-			if !known[p.Name] {
-				errs = append(errs, field.NotSupported(field.NewPath("outputs", "parameters").Index(i).Child("name"), p.Name, trainjob.OutputNames))
+			if !known[p.Name] && !trainjob.IsResultKeyOutput(p.Name) {
+				errs = append(errs, field.NotSupported(field.NewPath("outputs", "parameters").Index(i).Child("name"), p.Name,
+					append(slices.Clone(trainjob.OutputNames), trainjob.ResultKeyPrefix+"<key of the returned dict>")))
 			}
 			r.Declared = append(r.Declared, p.Name)
 		}

@@ -178,7 +178,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 		apiReader: mgr.GetAPIReader(),
 		// The cache, not the manager's client: that client reads unstructured objects (runtimes are
 		// read unstructured) straight from the apiserver, a LIST of each kind per plan.
-		planner:  &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: mgr.GetCache()}},
+		planner: &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: mgr.GetCache()},
+			Detector: &trainjob.APIDetector{Reader: mgr.GetAPIReader()}},
 		logs:     logs,
 		clock:    opts.Clock,
 		recorder: mgr.GetEventRecorder(Name),

@@ -344,7 +344,11 @@ func (r *Reconciler) ensureTrainJob(ctx context.Context, s *state, plan *trainjo
 		s.retryOrFail(ReasonTrainJobDeleted, fmt.Sprintf("TrainJob %s/%s was deleted before it finished", run.Namespace, name))
 		return nil
 	}
-	tj, created, err := trainjob.Submit(ctx, submitClient{Reader: r.apiReader, Client: r.client}, plan.TrainJob(id), id)
+	obj, err := plan.Object(id)
+	if err != nil {
+		return fmt.Errorf("rendering the TrainJob: %w", err)
+	}
+	tj, created, err := trainjob.Submit(ctx, submitClient{Reader: r.apiReader, Client: r.client}, obj, id)
 	if err != nil {
 		if errors.Is(err, trainjob.ErrNameTaken) {
 			s.finish(corev1.ConditionFalse, ReasonNameTaken, err.Error())
@@ -489,8 +493,8 @@ func attemptTimeout(run *v1beta1.CustomRun, spec *step.Spec) time.Duration {
 
 // results are the core's outputs, every name always present, in the core's stable order.
 func results(out map[string]string) []v1beta1.CustomRunResult {
-	res := make([]v1beta1.CustomRunResult, 0, len(trainjob.OutputNames))
-	for _, n := range trainjob.OutputNames {
+	res := make([]v1beta1.CustomRunResult, 0, len(out))
+	for _, n := range trainjob.OrderedNames(out) {
 		res = append(res, v1beta1.CustomRunResult{Name: n, Value: out[n]})
 	}
 	return res

@@ -248,3 +248,35 @@ timeout: 5m
 	assert.Equal(t, cli.ExitInterrupts, ee.ExitCode(), stderr.String())
 	assert.Contains(t, stderr.String(), "deleted TrainJob")
 }
+
+// The training function's return value, as the command script leaves it in node-0's termination
+// message (kwok sets the message the container's KWOK_TERMINATION_MESSAGE env holds, as the
+// kubelet would from /dev/termination-log), becomes the step's result and result-<key> outputs.
+func TestReturnValueBecomesTheStepsOutputs(t *testing.T) {
+	ns := stack.Namespace(t)
+	r := executor(t, ns, `
+framework: torch
+trainer:
+  numNodes: 2
+  env:
+    KWOK_TERMINATION_MESSAGE: '{"trainstep.dev/result": {"accuracy": 0.93, "model_uri": "s3://bucket/model", "epochs": [1, 2]}}'
+  func: |
+    def train():
+        return {"accuracy": 0.93, "model_uri": "s3://bucket/model", "epochs": [1, 2]}
+timeout: 3m
+`)
+	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
+	assert.JSONEq(t, `{"accuracy": 0.93, "model_uri": "s3://bucket/model", "epochs": [1, 2]}`, r.outputs["result"])
+	assert.Equal(t, "0.93", r.outputs["result-accuracy"])
+	assert.Equal(t, "s3://bucket/model", r.outputs["result-model_uri"])
+	assert.Equal(t, "[1,2]", r.outputs["result-epochs"])
+
+	// The message really is the pod's, as the kubelet would report it.
+	pods := &corev1.PodList{}
+	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(ns)))
+	require.NotEmpty(t, pods.Items)
+	st := pods.Items[0].Status.ContainerStatuses
+	require.NotEmpty(t, st)
+	require.NotNil(t, st[0].State.Terminated)
+	assert.Contains(t, st[0].State.Terminated.Message, "trainstep.dev/result")
+}

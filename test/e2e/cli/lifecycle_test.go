@@ -99,7 +99,8 @@ func TestForbiddenWatchFailsFastAndNamesThePermission(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user}}))
 	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{trainer.GroupVersion.Group}, Resources: []string{"clustertrainingruntimes"}, Verbs: []string{"get", "list", "watch"}}}}
+		{APIGroups: []string{trainer.GroupVersion.Group}, Resources: []string{"clustertrainingruntimes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{"trainjobs.trainer.kubeflow.org"}, Verbs: []string{"get"}}}}
 	require.NoError(t, env.Client.Create(t.Context(), cr))
 	t.Cleanup(func() { _ = env.Client.Delete(t.Context(), cr) })
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,6 +187,10 @@ func TestLocalRunsTheExample(t *testing.T) {
 	assert.Contains(t, r.stdout, `quotes ' " and $HOME stay literal`)
 	assert.Equal(t, "Succeeded", r.outputs["phase"])
 	assert.Equal(t, "xgboost-distributed", r.outputs["runtime"])
+	// rank 0's return value, captured locally as the termination message is on a cluster.
+	assert.Equal(t, "0", r.outputs["result-worker"])
+	assert.NotEmpty(t, r.outputs["result-w"])
+	assert.JSONEq(t, fmt.Sprintf(`{"w": %s, "b": %s, "worker": 0}`, r.outputs["result-w"], r.outputs["result-b"]), r.outputs["result"])
 }
 
 func TestLocalFailureCarriesTheTraceback(t *testing.T) {

@@ -14,8 +14,11 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/google/uuid"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/argo"
@@ -201,4 +204,36 @@ func TestReplayFindsTheSameTrainJob(t *testing.T) {
 	}
 	assert.Len(t, seen, 1, "every reply must name the same TrainJob: %v", seen)
 	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 1)
+}
+
+// setTrainerProgress writes status.trainerStatus as the Trainer v2.2+ does.
+func setTrainerProgress(t *testing.T, ns, name string, pct int32) {
+	t.Helper()
+	tj := &trainer.TrainJob{}
+	require.NoError(t, c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, tj))
+	tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: &pct, LastUpdatedTime: metav1.Now()}
+	require.NoError(t, c.Status().Update(t.Context(), tj))
+}
+
+// TestNodeProgress: the reply's progress is running nodes / nodes, then the Trainer's
+// progressPercentage as P/100 once it reports one.
+func TestNodeProgress(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
+	args, err := wfArgs(t, ns, step("train", "hold"))
+	require.NoError(t, err)
+	var name string
+	require.Eventually(t, func() bool {
+		r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
+		if err != nil || r.Node == nil {
+			return false
+		}
+		name, _ = r.Output(trainjob.OutName)
+		return r.Node.Phase == wfv1.NodeRunning && r.Node.Progress == "1/1"
+	}, testenv.Timeout, 50*time.Millisecond, "a running 1-node step is 1/1")
+	setTrainerProgress(t, ns, name, 40)
+	require.Eventually(t, func() bool {
+		r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
+		return err == nil && r.Node != nil && r.Node.Progress == "40/100" && strings.Contains(r.Node.Message, "40% done")
+	}, testenv.Timeout, 50*time.Millisecond, "the Trainer's percentage")
 }

@@ -81,13 +81,24 @@ trainer:
     def train(epochs):
         import os
         print("worker", os.environ["DMLC_TASK_ID"], "of", os.environ["DMLC_NUM_WORKER"], "epochs", epochs)
+        return {"epochs": epochs, "model_uri": "s3://bucket/model", "worker": int(os.environ["DMLC_TASK_ID"])}
 `
-	args, err := wfArgs(t, ns, body)
+	args, err := wfArgs(t, ns, body, argotest.WithOutputs(trainjob.OutResult, "result-model_uri", "result-accuracy"))
 	require.NoError(t, err)
 	r := callUntil(t, h, args)
 	require.Equal(t, wfv1.NodeSucceeded, r.Node.Phase, r.Node.Message)
 	nodes, _ := r.Output(trainjob.OutNumNodes)
 	assert.Equal(t, "2", nodes)
+	// Rank 0's return value, from node 0's termination message, as parameters.
+	res, _ := r.Output(trainjob.OutResult)
+	assert.JSONEq(t, `{"epochs": 3, "model_uri": "s3://bucket/model", "worker": 0}`, res)
+	uri, _ := r.Output("result-model_uri")
+	assert.Equal(t, "s3://bucket/model", uri)
+	worker, _ := r.Output("result-worker")
+	assert.Equal(t, "0", worker)
+	missing, ok := r.Output("result-accuracy")
+	assert.True(t, ok, "a declared result-<key> the value lacks is still an output")
+	assert.Empty(t, missing)
 }
 
 func TestFailureCarriesTheLogTail(t *testing.T) {

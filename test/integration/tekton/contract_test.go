@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,7 @@ spec:
           def train(epochs):
               import os
               print(f"worker {os.environ['DMLC_TASK_ID']} trained {epochs} epochs")
+              return {"epochs": epochs, "model_uri": "s3://bucket/model"}
   - {name: trainer.numNodes, value: "2"}
   - {name: trainer.funcArgs, value: {epochs: "3"}}
 `))
@@ -59,6 +61,10 @@ spec:
 	assert.Equal(t, "Succeeded", v)
 	v, _ = result(run, trainjob.OutFramework)
 	assert.Equal(t, "xgboost", v)
+	v, _ = result(run, trainjob.OutResult)
+	assert.JSONEq(t, `{"epochs": 3, "model_uri": "s3://bucket/model"}`, v, "rank 0's return value")
+	v, _ = result(run, "result-model_uri")
+	assert.Equal(t, "s3://bucket/model", v)
 
 	// The TrainJob is controlled by the CustomRun, so deleting the PipelineRun removes it.
 	ref := metav1.GetControllerOf(&tjs[0])
@@ -98,6 +104,16 @@ func TestProgressThenSuccess(t *testing.T) {
 		assert.NotNil(ct, run.Status.StartTime)
 	})
 	tj := oneTrainJob(t, ns)
+	// The Trainer (v2.2+) reports a percentage: the running message carries it.
+	pct := int32(40)
+	tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: &pct, LastUpdatedTime: metav1.Now()}
+	require.NoError(t, c.Status().Update(t.Context(), &tj))
+	waitRun(t, ns, "train", func(ct *assert.CollectT, run *v1beta1.CustomRun) {
+		succeeded(corev1.ConditionUnknown, "Running")(ct, run)
+		if cond := run.Status.Succeeded(); cond != nil {
+			assert.Contains(ct, cond.Message, "1/1 nodes, 40% done")
+		}
+	})
 	require.NoError(t, sim.Finish(t.Context(), ns, tj.Name, trainersim.Behavior{Mode: trainersim.Succeed}))
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
 	assert.Len(t, run.Status.Results, len(trainjob.OutputNames))

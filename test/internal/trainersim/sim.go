@@ -60,6 +60,9 @@ type Behavior struct {
 	Log      []string
 	Progress *int32
 	Metrics  map[string]string
+	// Result is the return value (JSON) node 0's container leaves in its termination message, as
+	// the command script writes it and the kubelet reports it.
+	Result string
 }
 
 // Simulator is the fake Trainer controller.
@@ -234,6 +237,20 @@ func (s *Simulator) setPodPhase(ctx context.Context, ns, name string, phase core
 	})
 }
 
+// setTerminationMessage reports the node container as terminated with msg, as the kubelet does
+// from /dev/termination-log.
+func (s *Simulator) setTerminationMessage(ctx context.Context, ns, name, msg string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod := &corev1.Pod{}
+		if err := s.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
+			return err
+		}
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: trainjob.NodeContainer, Image: pod.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", Message: msg}}}}
+		return s.client.Status().Update(ctx, pod)
+	})
+}
+
 func (s *Simulator) runLocally(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Runtime, pods []string) {
 	runner := &local.Runner{OnLine: func(node int, line string) {
 		if node < len(pods) {
@@ -242,10 +259,13 @@ func (s *Simulator) runLocally(ctx context.Context, tj *trainer.TrainJob, rt *ru
 	}}
 	res, err := runner.Run(ctx, tj, rt)
 	b := Behavior{Mode: Succeed}
-	if err != nil {
+	switch {
+	case err != nil:
 		b = Behavior{Mode: Fail, Log: []string{"trainstep simulator: " + err.Error()}}
-	} else if res.TrainJob != nil && apimeta.IsStatusConditionTrue(res.TrainJob.Status.Conditions, trainer.TrainJobFailed) {
+	case res.TrainJob != nil && apimeta.IsStatusConditionTrue(res.TrainJob.Status.Conditions, trainer.TrainJobFailed):
 		b = Behavior{Mode: Fail, FailNode: max(res.Culprit, 0)}
+	default:
+		b.Result = res.Result
 	}
 	for _, p := range pods {
 		s.Logs.Close(tj.Namespace, p)
@@ -278,6 +298,11 @@ func (s *Simulator) Finish(ctx context.Context, ns, name string, b Behavior) err
 		}
 		if err := s.setPodPhase(ctx, ns, p.Name, phase, true); err != nil && !apierrors.IsNotFound(err) {
 			return err
+		}
+		if b.Result != "" && idx == 0 {
+			if err := s.setTerminationMessage(ctx, ns, p.Name, `{"`+trainjob.ResultMarker+`":`+b.Result+`}`); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
 		}
 	}
 	cond := metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "jobset completed successfully"}

@@ -1,0 +1,193 @@
+package realstack_test
+
+import (
+	"context"
+	"testing"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/runtimes"
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/trainers"
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/cli"
+)
+
+const (
+	dedicatedKey   = "trainstep.dev/test-dedicated"
+	dedicatedValue = "pod-block"
+)
+
+// dedicate labels and taints one kwok Node for the test, and takes both off when it ends: only a
+// pod that selects the label and tolerates the taint lands there.
+func dedicate(t *testing.T, name string) {
+	t.Helper()
+	edit := func(f func(n *corev1.Node)) {
+		n := &corev1.Node{}
+		require.NoError(t, stack.Client.Get(context.Background(), client.ObjectKey{Name: name}, n))
+		orig := n.DeepCopy()
+		f(n)
+		require.NoError(t, stack.Client.Patch(context.Background(), n, client.MergeFrom(orig)))
+	}
+	edit(func(n *corev1.Node) {
+		n.Labels[dedicatedKey] = dedicatedValue
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: dedicatedKey, Value: dedicatedValue, Effect: corev1.TaintEffectNoSchedule})
+	})
+	t.Cleanup(func() {
+		edit(func(n *corev1.Node) {
+			delete(n.Labels, dedicatedKey)
+			var keep []corev1.Taint
+			for _, taint := range n.Spec.Taints {
+				if taint.Key != dedicatedKey {
+					keep = append(keep, taint)
+				}
+			}
+			n.Spec.Taints = keep
+		})
+	})
+}
+
+// boundClaim makes a PersistentVolumeClaim bound to a PersistentVolume, as the PV controller (not
+// run on this stack) would, so the scheduler places a pod that mounts it.
+func boundClaim(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := t.Context()
+	size := resource.MustParse("1Gi")
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: size},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + name}},
+			ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, APIVersion: "v1"},
+		},
+	}
+	require.NoError(t, stack.Client.Create(ctx, pv))
+	t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), pv) })
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+			VolumeName:       pv.Name,
+			StorageClassName: new(string),
+		},
+	}
+	require.NoError(t, stack.Client.Create(ctx, pvc))
+	pv.Status.Phase = corev1.VolumeBound
+	require.NoError(t, stack.Client.Status().Update(ctx, pv))
+	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: pvc.Spec.AccessModes, Capacity: pvc.Spec.Resources.Requests}
+	require.NoError(t, stack.Client.Status().Update(ctx, pvc))
+}
+
+// The pod block reaches the pods the real Trainer v2.3 makes (through spec.runtimePatches, read
+// from the installed CRD): they select and tolerate a dedicated kwok Node and are scheduled there,
+// run as the named ServiceAccount, mount the PVC-backed volume in the trainer container, and get
+// the Secret key as env.
+func TestPodBlockReachesThePodsTheTrainerMakes(t *testing.T) {
+	ns := stack.Namespace(t)
+	node := stack.Nodes[len(stack.Nodes)-1]
+	dedicate(t, node)
+	boundClaim(t, ns, "datasets")
+	require.NoError(t, stack.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "trainer", Namespace: ns}}))
+
+	r := executor(t, ns, `
+framework: torch
+trainer:
+  numNodes: 2
+  env: {KWOK_RUN_SECONDS: "1"}
+  func: |
+    def train():
+        pass
+pod:
+  nodeSelector: {`+dedicatedKey+`: `+dedicatedValue+`}
+  tolerations: [{key: `+dedicatedKey+`, operator: Equal, value: `+dedicatedValue+`, effect: NoSchedule}]
+  serviceAccountName: trainer
+  volumes: [{name: data, persistentVolumeClaim: {claimName: datasets}}]
+  volumeMounts: [{name: data, mountPath: /data, readOnly: true}]
+  env: {HF_TOKEN: {secretKeyRef: {name: hf, key: token, optional: true}}}
+  envFrom: [{secretRef: {name: s3-credentials, optional: true}, prefix: AWS_}]
+timeout: 3m
+`)
+	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
+
+	pods := &corev1.PodList{}
+	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(ns)))
+	require.Len(t, pods.Items, 2)
+	for _, p := range pods.Items {
+		assert.Equal(t, node, p.Spec.NodeName, "pod %s is placed on the dedicated Node", p.Name)
+		assert.Equal(t, dedicatedValue, p.Spec.NodeSelector[dedicatedKey], "pod %s", p.Name)
+		assert.Contains(t, p.Spec.Tolerations, corev1.Toleration{Key: dedicatedKey, Operator: corev1.TolerationOpEqual, Value: dedicatedValue, Effect: corev1.TaintEffectNoSchedule})
+		assert.Equal(t, "trainer", p.Spec.ServiceAccountName)
+		var claim string
+		for _, v := range p.Spec.Volumes {
+			if v.Name == "data" && v.PersistentVolumeClaim != nil {
+				claim = v.PersistentVolumeClaim.ClaimName
+			}
+		}
+		assert.Equal(t, "datasets", claim, "pod %s has the PVC-backed volume", p.Name)
+		var node corev1.Container
+		for _, c := range p.Spec.Containers {
+			if c.Name == "node" {
+				node = c
+			}
+		}
+		assert.Contains(t, node.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: "/data", ReadOnly: true})
+		// envFrom: the Secret mounted where the command script reads it.
+		assert.Contains(t, node.VolumeMounts, corev1.VolumeMount{Name: "trainstep-env-from-0", MountPath: "/var/run/trainstep/env-from/0", ReadOnly: true})
+		var envFromSecret string
+		for _, v := range p.Spec.Volumes {
+			if v.Name == "trainstep-env-from-0" && v.Secret != nil {
+				envFromSecret = v.Secret.SecretName
+			}
+		}
+		assert.Equal(t, "s3-credentials", envFromSecret)
+		require.NotEmpty(t, node.Command)
+		assert.Contains(t, node.Command[len(node.Command)-1], "/var/run/trainstep/env-from}/0")
+		var token *corev1.EnvVar
+		for i := range node.Env {
+			if node.Env[i].Name == "HF_TOKEN" {
+				token = &node.Env[i]
+			}
+		}
+		require.NotNil(t, token, "pod %s has the secret env", p.Name)
+		assert.Equal(t, "hf", token.ValueFrom.SecretKeyRef.Name)
+		assert.Equal(t, corev1.PodSucceeded, p.Status.Phase)
+	}
+}
+
+// With no face left to enforce it (nothing waits here), the step's timeout still stops the job:
+// on Trainer v2.3 it is spec.activeDeadlineSeconds, and the real Trainer fails the TrainJob with
+// DeadlineExceeded.
+func TestTheTrainerEnforcesTheStepsTimeout(t *testing.T) {
+	ns := stack.Namespace(t)
+	s, err := step.Parse([]byte("framework: torch\ntimeout: 3s\ntrainer: {env: {KWOK_RUN_SECONDS: \"120\"}, func: \"def train():\\n    pass\\n\"}"))
+	require.NoError(t, err)
+	planner := &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: stack.Client}, Detector: &trainjob.APIDetector{Reader: stack.Client}}
+	p, err := planner.Plan(t.Context(), s, ns)
+	require.NoError(t, err)
+	require.True(t, p.API.ActiveDeadline, p.API.Source)
+	id := trainjob.Identity{Engine: "test", OwnerUID: ns, StepKey: "deadline"}
+	obj, err := p.Object(id)
+	require.NoError(t, err)
+	_, _, err = trainjob.Submit(t.Context(), stack.Client, obj, id)
+	require.NoError(t, err)
+	var cond *metav1.Condition
+	require.Eventually(t, func() bool {
+		tj := &trainer.TrainJob{}
+		if stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: id.Name()}, tj) != nil {
+			return false
+		}
+		cond = apimeta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed)
+		return cond != nil && cond.Status == metav1.ConditionTrue
+	}, timeout, interval, "the Trainer did not fail the job at its deadline")
+	assert.Equal(t, "DeadlineExceeded", cond.Reason, cond.Message)
+}
