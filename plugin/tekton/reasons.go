@@ -16,7 +16,8 @@ const (
 	ReasonSucceeded     = "Succeeded"
 	ReasonFailed        = "Failed"
 	ReasonInvalidParams = "InvalidParams"
-	// ReasonWorkspaceNotSupported is Tekton's own reason for a custom task without workspaces.
+	// ReasonWorkspaceNotSupported is Tekton's own reason for a workspace a custom task cannot use
+	// (trainstep mounts persistentVolumeClaim, secret, configMap and emptyDir bindings).
 	ReasonWorkspaceNotSupported = "CustomRunWorkspaceNotSupported"
 	ReasonTrainJobDeleted       = "TrainJobDeleted"
 	ReasonNameTaken             = "TrainJobNameTaken"

@@ -184,11 +184,6 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	if run.IsCancelled() {
 		return reconcile.Result{}, r.cancel(ctx, s)
 	}
-	if len(run.Spec.Workspaces) > 0 {
-		s.finish(corev1.ConditionFalse, ReasonWorkspaceNotSupported,
-			"trainstep does not mount Tekton workspaces into TrainJobs; pass data by URI (initializer.dataset.storageUri or a param) instead")
-		return reconcile.Result{}, nil
-	}
 	if run.Status.Succeeded() == nil {
 		start := metav1.NewTime(s.now)
 		run.Status.StartTime = &start
@@ -202,6 +197,10 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	spec, sources, err := specFromRun(run)
 	if err != nil {
 		s.finish(corev1.ConditionFalse, ReasonInvalidParams, err.Error())
+		return reconcile.Result{}, nil
+	}
+	if err := podFromRun(run, spec); err != nil {
+		s.finish(corev1.ConditionFalse, ReasonWorkspaceNotSupported, err.Error())
 		return reconcile.Result{}, nil
 	}
 	id := identity(run)

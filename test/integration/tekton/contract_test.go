@@ -358,13 +358,31 @@ func TestTrainJobDeletedUnderneath(t *testing.T) {
 	assert.Contains(t, run.Status.Succeeded().Message, tj.Name)
 }
 
-// Workspaces cannot reach a TrainJob; the run says so at once, with Tekton's own reason.
-func TestWorkspacesRejected(t *testing.T) {
+// Data between steps: a workspace bound to a PVC (preprocess wrote to it) becomes a volume of the
+// TrainJob's pods, mounted in the trainer at /workspace/<name>, and the run's serviceAccountName
+// (Tekton's taskRunSpecs) their ServiceAccount.
+func TestWorkspacesBecomeVolumesOfTheTrainJob(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	startController(t, ns)
-	create(t, jaxRun(t, ns, "train", "hold", "workspaces: [{name: data, emptyDir: {}}]"))
+	create(t, jaxRun(t, ns, "train", "hold", "serviceAccountName: trainer", "workspaces: [{name: data, persistentVolumeClaim: {claimName: shared}}]"))
+	tj := oneTrainJob(t, ns)
+	b, err := json.Marshal(tj.Spec)
+	require.NoError(t, err)
+	spec := string(b)
+	assert.Contains(t, spec, `"claimName":"shared"`)
+	assert.Contains(t, spec, `"mountPath":"/workspace/data"`)
+	assert.Contains(t, spec, `"serviceAccountName":"trainer"`)
+}
+
+// A binding that cannot reach the TrainJob's pods fails the run at once, naming it and the fix.
+func TestUnmountableWorkspaceIsRefused(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, jaxRun(t, ns, "train", "hold", "workspaces: [{name: data, volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce]}}}]"))
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, tekton.ReasonWorkspaceNotSupported))
-	assert.Contains(t, run.Status.Succeeded().Message, "workspaces")
+	assert.Contains(t, run.Status.Succeeded().Message, `workspace "data"`)
+	assert.Contains(t, run.Status.Succeeded().Message, "bind a persistentVolumeClaim")
 	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
 }
