@@ -18,12 +18,10 @@ a retryStrategy starts the next attempt while the old TrainJob trains on. The ja
 unfinished trainstep TrainJob whose Argo node is finished or whose Workflow is stopping or done.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c.setLogger(cmd.ErrOrStderr())
-			cfg, err := c.restConfig()
+			cfg, err := c.config(cmd.ErrOrStderr(), argo.JanitorName)
 			if err != nil {
 				return err
 			}
-			cfg.UserAgent = argo.JanitorName
 			mgr, err := argo.NewJanitor(cfg, c.managed(argo.JanitorName))
 			if err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -40,9 +41,16 @@ func (c *controllerFlags) managed(name string) managed.Options {
 		LeaderElection: c.leaderElect, LeaderElectionNamespace: c.leaderElectionNamespace}
 }
 
-// setLogger sends controller-runtime's and client-go's logs to w in the chosen format.
-func (c *controllerFlags) setLogger(w io.Writer) {
+// config sends controller-runtime's and client-go's logs to w in the chosen format and loads
+// the cluster config, its requests named for the controller.
+func (c *controllerFlags) config(w io.Writer, name string) (*rest.Config, error) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(c.logFormat == "text"), zap.WriteTo(w)))
+	cfg, err := c.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = name
+	return cfg, nil
 }
 
 // run starts a manager and runs it until ctx ends.

@@ -17,12 +17,10 @@ func newTektonControllerCommand() *cobra.Command {
 		Short: "Run the Tekton CustomRun controller: PipelineTasks naming " + tekton.APIVersion + " " + tekton.Kind + " run as TrainJobs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c.setLogger(cmd.ErrOrStderr())
-			cfg, err := c.restConfig()
+			cfg, err := c.config(cmd.ErrOrStderr(), tekton.Name)
 			if err != nil {
 				return err
 			}
-			cfg.UserAgent = tekton.Name
 			opts.Namespaces, opts.MetricsAddr, opts.ProbeAddr = c.namespaces, c.metricsAddr, c.probeAddr
 			opts.LeaderElection, opts.LeaderElectionNamespace = c.leaderElect, c.leaderElectionNamespace
 			mgr, err := tekton.New(cfg, opts)
