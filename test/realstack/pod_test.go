@@ -6,6 +6,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,10 +83,21 @@ func boundClaim(t *testing.T, ns, name string) {
 		},
 	}
 	require.NoError(t, stack.Client.Create(ctx, pvc))
-	pv.Status.Phase = corev1.VolumeBound
-	require.NoError(t, stack.Client.Status().Update(ctx, pv))
-	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: pvc.Spec.AccessModes, Capacity: pvc.Spec.Resources.Requests}
-	require.NoError(t, stack.Client.Status().Update(ctx, pvc))
+	// The PV binder controller acts on the same objects: on a conflict, read again and retry.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(pv), pv); err != nil {
+			return err
+		}
+		pv.Status.Phase = corev1.VolumeBound
+		return stack.Client.Status().Update(ctx, pv)
+	}))
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return err
+		}
+		pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: pvc.Spec.AccessModes, Capacity: pvc.Spec.Resources.Requests}
+		return stack.Client.Status().Update(ctx, pvc)
+	}))
 }
 
 // The pod block reaches the pods the real Trainer v2.3 makes (through spec.runtimePatches, read
