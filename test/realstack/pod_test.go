@@ -6,7 +6,6 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -56,48 +55,39 @@ func dedicate(t *testing.T, name string) {
 	})
 }
 
-// boundClaim makes a PersistentVolumeClaim bound to a PersistentVolume, as the PV controller (not
-// run on this stack) would, so the scheduler places a pod that mounts it.
+// boundClaim makes a PersistentVolumeClaim and a PersistentVolume reserved for it, and waits
+// until the stack's PV controller has bound them, so the scheduler places a pod that mounts it.
 func boundClaim(t *testing.T, ns, name string) {
 	t.Helper()
 	ctx := t.Context()
 	size := resource.MustParse("1Gi")
+	noClass := ""
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
 		Spec: corev1.PersistentVolumeSpec{
-			Capacity:               corev1.ResourceList{corev1.ResourceStorage: size},
-			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + name}},
-			ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, APIVersion: "v1"},
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + name}},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              noClass,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, APIVersion: "v1"},
 		},
 	}
 	require.NoError(t, stack.Client.Create(ctx, pv))
 	t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), pv) })
 	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 			VolumeName:       pv.Name,
-			StorageClassName: new(string),
+			StorageClassName: &noClass,
 		},
 	}
 	require.NoError(t, stack.Client.Create(ctx, pvc))
-	// The PV binder controller acts on the same objects: on a conflict, read again and retry.
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(pv), pv); err != nil {
-			return err
-		}
-		pv.Status.Phase = corev1.VolumeBound
-		return stack.Client.Status().Update(ctx, pv)
-	}))
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
-			return err
-		}
-		pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: pvc.Spec.AccessModes, Capacity: pvc.Spec.Resources.Requests}
-		return stack.Client.Status().Update(ctx, pvc)
-	}))
+	require.Eventually(t, func() bool {
+		return stack.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc) == nil && pvc.Status.Phase == corev1.ClaimBound
+	}, timeout, interval, "the PV controller must bind claim %s to %s", name, pv.Name)
 }
 
 // The pod block reaches the pods the real Trainer v2.3 makes (through spec.runtimePatches, read
