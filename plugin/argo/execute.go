@@ -294,11 +294,11 @@ func (p *Plugin) release() {
 func (p *Plugin) snapshot(ctx context.Context, tj *trainer.TrainJob) trainjob.Snapshot {
 	s := trainjob.Snapshot{TrainJob: tj, Now: p.clock.Now()}
 	pods := &corev1.PodList{}
-	if err := p.cache.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: tj.Name}); err == nil {
+	if err := p.cache.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingFields{trainjob.IndexPodJobSet: tj.Name}); err == nil {
 		s.Pods = pods.Items
 	}
 	events := &corev1.EventList{}
-	if err := p.cache.List(ctx, events, client.InNamespace(tj.Namespace), client.MatchingFields{eventObjectName: tj.Name}); err == nil {
+	if err := p.cache.List(ctx, events, client.InNamespace(tj.Namespace), client.MatchingFields{trainjob.IndexEventObject: tj.Name}); err == nil {
 		s.Events = events.Items
 	}
 	return s

@@ -56,9 +56,6 @@ type Plugin struct {
 	created   map[types.NamespacedName]struct{} // TrainJobs this process created
 }
 
-// eventObjectName indexes cached Events by the TrainJob they are about.
-const eventObjectName = "involvedObject.name"
-
 // New builds the plugin from a cluster config. It reads the token file once, so a sidecar that
 // cannot read it fails at start with a message naming the fix.
 func New(cfg *rest.Config, opts Options) (*Plugin, error) {
@@ -112,10 +109,9 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 		tails:   trainjob.NewTails(),
 		created: map[types.NamespacedName]struct{}{},
 	}
-	if err := c.IndexField(context.Background(), &corev1.Event{}, eventObjectName, func(o client.Object) []string {
-		return []string{o.(*corev1.Event).InvolvedObject.Name}
-	}); err != nil {
-		return nil, fmt.Errorf("indexing Events: %w", err)
+	// A TrainJob's pods and Events are looked up by name, not by scanning the namespace.
+	if err := trainjob.RegisterIndexes(context.Background(), c); err != nil {
+		return nil, err
 	}
 	p.reaper = newReaper(opts.Namespace, c, api, opts.Logger)
 	p.metrics.registry.MustRegister(cachedTrainJobs(c))

@@ -186,19 +186,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		metrics:  m,
 		tails:    trainjob.NewTails(),
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Event{}, eventObjectName, func(o client.Object) []string {
-		return []string{o.(*corev1.Event).InvolvedObject.Name}
-	}); err != nil {
-		return fmt.Errorf("indexing Events: %w", err)
-	}
-	// A TrainJob's pods are looked up by their JobSet's name, not by scanning the namespace.
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podJobSetName, func(o client.Object) []string {
-		if n := o.GetLabels()[trainjob.LabelJobSetName]; n != "" {
-			return []string{n}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("indexing pods: %w", err)
+	// A TrainJob's pods and Events are looked up by name, not by scanning the namespace.
+	if err := trainjob.RegisterIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
 	}
 	// Asking for the runtimes' informers now makes the first plan wait for no cold list.
 	for _, kind := range []string{runtimes.ClusterKind, runtimes.NamespacedKind} {

@@ -43,12 +43,6 @@ type Reconciler struct {
 	tails     *trainjob.Tails
 }
 
-// eventObjectName indexes cached Events by the TrainJob they are about.
-const eventObjectName = "involvedObject.name"
-
-// podJobSetName indexes cached pods by their JobSet's name, the TrainJob's.
-const podJobSetName = "jobset-name"
-
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // extraFields is trainstep's record in status.extraFields.
@@ -285,11 +279,11 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 // snapshot is the TrainJob with its pods and the Events about it, as the cache has them.
 func (r *Reconciler) snapshot(ctx context.Context, tj *trainer.TrainJob) (trainjob.Snapshot, error) {
 	pods := &corev1.PodList{}
-	if err := r.client.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingFields{podJobSetName: tj.Name}); err != nil {
+	if err := r.client.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingFields{trainjob.IndexPodJobSet: tj.Name}); err != nil {
 		return trainjob.Snapshot{}, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
 	evs := &corev1.EventList{}
-	if err := r.client.List(ctx, evs, client.InNamespace(tj.Namespace), client.MatchingFields{eventObjectName: tj.Name}); err != nil {
+	if err := r.client.List(ctx, evs, client.InNamespace(tj.Namespace), client.MatchingFields{trainjob.IndexEventObject: tj.Name}); err != nil {
 		return trainjob.Snapshot{}, fmt.Errorf("listing the Events of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
 	return trainjob.Snapshot{TrainJob: tj, Pods: pods.Items, Events: evs.Items}, nil

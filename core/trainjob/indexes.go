@@ -1,0 +1,34 @@
+package trainjob
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Cache indexes the long-running faces look things up by, instead of scanning a namespace:
+// pods by their JobSet's name (the TrainJob's), Events by the object they are about.
+const (
+	IndexPodJobSet   = "jobset-name"
+	IndexEventObject = "involvedObject.name"
+)
+
+// RegisterIndexes adds both indexes to a cache (before it starts).
+func RegisterIndexes(ctx context.Context, i client.FieldIndexer) error {
+	if err := i.IndexField(ctx, &corev1.Pod{}, IndexPodJobSet, func(o client.Object) []string {
+		if n := o.GetLabels()[LabelJobSetName]; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing pods by JobSet: %w", err)
+	}
+	if err := i.IndexField(ctx, &corev1.Event{}, IndexEventObject, func(o client.Object) []string {
+		return []string{o.(*corev1.Event).InvolvedObject.Name}
+	}); err != nil {
+		return fmt.Errorf("indexing Events: %w", err)
+	}
+	return nil
+}
