@@ -132,6 +132,24 @@ func timedOut(obs Observation, now time.Time, msg string) Observation {
 	return obs
 }
 
+// Conclude carries out a terminal verdict, for a face that is not asked again when this fails
+// (the CLI's wait, an Argo call): the failing pod's log tail, read while the pods are still
+// there, then the delete a deadline asks for, retried through an outage (DeleteWithRetry) for as
+// long as ctx allows. A face that is asked again (a reconciler) deletes with Delete and requeues.
+func Conclude(ctx context.Context, c client.Writer, t Tailer, v Verdict) (Observation, error) {
+	obs := t.WithTail(ctx, v)
+	if !v.Delete {
+		return obs, nil
+	}
+	if err := DeleteWithRetry(ctx, c, obs.Namespace, obs.Name); err != nil {
+		return obs, err
+	}
+	if obs.Phase == PhaseTimedOut {
+		obs.Message += "; it was deleted"
+	}
+	return obs, nil
+}
+
 // Tailer adds a pod's log tail to a verdict's message: the part of following that reads logs.
 type Tailer struct {
 	Logs LogSource

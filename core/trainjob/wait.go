@@ -131,7 +131,7 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, tj); err != nil {
 			return Observation{}, fmt.Errorf("the step's timeout passed while its watches were still syncing, and reading TrainJob %s/%s failed: %w", namespace, name, err)
 		}
-		return w.act(ctx, Decide(Snapshot{TrainJob: tj, Now: w.now()}, d))
+		return Conclude(ctx, w.Client, w.tailer(), Decide(Snapshot{TrainJob: tj, Now: w.now()}, d))
 	}
 
 	var last Observation
@@ -150,7 +150,7 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 			Now:      w.now(),
 		}, d)
 		if v.Phase.Terminal() {
-			return w.act(ctx, v) // the caller reports the end; OnChange is for the way there
+			return Conclude(ctx, w.Client, w.tailer(), v) // the caller reports the end; OnChange is for the way there
 		}
 		if changedEnough(last, v.Observation) {
 			obs := v.Observation
@@ -184,20 +184,6 @@ func (w *Waiter) now() time.Time {
 }
 
 func (w *Waiter) tailer() Tailer { return Tailer{Logs: w.Logs, Pods: w.Client} }
-
-// act carries out a terminal verdict: the log tail of a failure, the delete a deadline asks for.
-func (w *Waiter) act(ctx context.Context, v Verdict) (Observation, error) {
-	obs := w.tailer().WithTail(ctx, v)
-	if v.Delete {
-		if err := DeleteWithRetry(ctx, w.Client, obs.Namespace, obs.Name); err != nil {
-			return obs, err
-		}
-		if obs.Phase == PhaseTimedOut {
-			obs.Message += "; it was deleted"
-		}
-	}
-	return obs, nil
-}
 
 func changedEnough(a, b Observation) bool {
 	return a.Phase != b.Phase || a.Message != b.Message || a.RunningNodes != b.RunningNodes ||

@@ -307,14 +307,11 @@ func (p *Plugin) snapshot(ctx context.Context, tj *trainer.TrainJob) trainjob.Sn
 // terminal answers a finished step: the failing node's log tail, and the delete a deadline
 // asks for. A delete that fails is retried by the next call (the reply is Pending).
 func (p *Plugin) terminal(ctx context.Context, req *request, v trainjob.Verdict, held time.Duration) result {
-	obs := p.tailer().WithTail(ctx, v)
+	obs, err := trainjob.Conclude(ctx, p.api, p.tailer(), v)
+	if err != nil {
+		return p.pending(req, obs.Name, fmt.Sprintf("%s; deleting it failed and is retried: %v", obs.Message, err))
+	}
 	if v.Delete {
-		if err := trainjob.DeleteWithRetry(ctx, p.api, obs.Namespace, obs.Name); err != nil {
-			return p.pending(req, obs.Name, fmt.Sprintf("%s; deleting it failed and is retried: %v", obs.Message, err))
-		}
-		if obs.Phase == trainjob.PhaseTimedOut {
-			obs.Message += "; it was deleted"
-		}
 		p.log.Info("deleted a TrainJob past a deadline", "trainjob", obs.Name, "reason", obs.Reason)
 	}
 	r := p.reply(req, obs, held)

@@ -240,10 +240,11 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	v := trainjob.Decide(snap, d)
 	r.metrics.setPhase(client.ObjectKeyFromObject(run), v.Phase)
 	if v.Delete {
-		if err := trainjob.DeleteWithRetry(ctx, r.client, run.Namespace, name); err != nil {
-			return reconcile.Result{}, fmt.Errorf("deleting TrainJob %s/%s past a deadline: %w", run.Namespace, name, err)
+		// A plain delete: on failure the reconcile is requeued with back-off rather than holding a
+		// worker through an apiserver outage.
+		if err := r.deleteTrainJob(ctx, s, name, v.Reason); err != nil {
+			return reconcile.Result{}, err
 		}
-		s.event(corev1.EventTypeNormal, ReasonTrainJobDeletion, "Delete", fmt.Sprintf("deleted TrainJob %s: %s", name, v.Reason))
 	}
 	switch v.Phase {
 	case trainjob.PhaseSucceeded:
@@ -410,7 +411,7 @@ func (s *state) retryOrFail(reason, msg string) {
 // cancel deletes the TrainJob and ends the run with the reason Tekton matches.
 func (r *Reconciler) cancel(ctx context.Context, s *state) error {
 	run := s.run
-	if err := r.deleteTrainJob(ctx, s, identity(run).Name()); err != nil {
+	if err := r.deleteTrainJob(ctx, s, identity(run).Name(), "the run was cancelled"); err != nil {
 		return err
 	}
 	msg := run.Spec.StatusMessage
@@ -429,7 +430,7 @@ func (r *Reconciler) timedOut(ctx context.Context, s *state, name string, timeou
 	if keep {
 		msg += fmt.Sprintf("; TrainJob %s kept (keepOnTimeout)", name)
 	} else {
-		if err := r.deleteTrainJob(ctx, s, name); err != nil {
+		if err := r.deleteTrainJob(ctx, s, name, "the attempt timed out"); err != nil {
 			return err
 		}
 		msg += fmt.Sprintf("; TrainJob %s deleted", name)
@@ -438,13 +439,14 @@ func (r *Reconciler) timedOut(ctx context.Context, s *state, name string, timeou
 	return nil
 }
 
-func (r *Reconciler) deleteTrainJob(ctx context.Context, s *state, name string) error {
-	err := trainjob.Delete(ctx, r.client, s.run.Namespace, name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting TrainJob %s/%s: %w", s.run.Namespace, name, err)
+// deleteTrainJob deletes the attempt's TrainJob (a gone one is not an error) and, when this run
+// made it, says why in an Event.
+func (r *Reconciler) deleteTrainJob(ctx context.Context, s *state, name, why string) error {
+	if err := trainjob.Delete(ctx, r.client, s.run.Namespace, name); err != nil {
+		return err
 	}
-	if err == nil && s.extra.TrainJob == name {
-		s.event(corev1.EventTypeNormal, ReasonTrainJobDeletion, "Delete", fmt.Sprintf("deleted TrainJob %s", name))
+	if s.extra.TrainJob == name {
+		s.event(corev1.EventTypeNormal, ReasonTrainJobDeletion, "Delete", fmt.Sprintf("deleted TrainJob %s: %s", name, why))
 	}
 	return nil
 }
