@@ -1,7 +1,6 @@
 package fault_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
 	"github.com/trainstep/trainstep/test/internal/faultproxy"
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
@@ -39,27 +38,10 @@ const outage = 30 * time.Second
 
 const holdStep = "framework: jax\ntrainer: {func: \"def f(): pass\"}\n"
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // cliRun is `executor run` as a pipeline's container step runs it.
 type cliRun struct {
 	cmd    *exec.Cmd
-	stderr syncBuffer
+	stderr harnessutil.SyncBuffer
 	outDir string
 	code   chan int
 }

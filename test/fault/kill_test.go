@@ -1,7 +1,6 @@
 package fault_test
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,13 +18,14 @@ import (
 	"github.com/trainstep/trainstep/plugin/argo"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/test/internal/argotest"
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // process is a face run as its own binary, so a test can kill it with -9.
 type process struct {
 	cmd    *exec.Cmd
-	output syncBuffer
+	output harnessutil.SyncBuffer
 }
 
 func startProcess(t *testing.T, args ...string) *process {
@@ -50,15 +50,6 @@ func (p *process) kill(t *testing.T) {
 	_ = p.cmd.Wait()
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 // The Argo plugin killed with -9 in the middle of a held call, and started again (the agent
 // pod's sidecar restarts): the agent's next call finds the same TrainJob and the completion is
 // reported. One TrainJob in all.
@@ -67,7 +58,7 @@ func TestArgoPluginKilledMidHeldCallFindsTheSameTrainJob(t *testing.T) {
 	token := uuid.NewString()
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o440))
-	addr := freeAddr(t)
+	addr := harnessutil.FreeAddr(t)
 	plugin := func() *process {
 		p := startProcess(t, "argo-plugin", "--kubeconfig", env.Kubeconfig, "--namespace", ns, "--addr", addr,
 			"--token-file", tokenFile, "--hold-max", "20s", "--requeue", "1s", "--metrics-addr", argo.MetricsOff)

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
 )
 
 // BenchmarkConcurrentRuns runs the real `executor tekton-controller` binary against b.N
@@ -40,7 +41,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 	build := exec.CommandContext(b.Context(), "go", "build", "-o", bin, "../../../cmd/executor")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	require.NoError(b, build.Run())
-	metricsAddr := freeAddr(b)
+	metricsAddr := harnessutil.FreeAddr(b)
 	cmd := exec.CommandContext(b.Context(), bin, "tekton-controller", "--kubeconfig", env.Kubeconfig,
 		"--namespaces", ns, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -3,7 +3,6 @@ package tekton_test
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 
@@ -15,24 +14,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
 
 // As a Deployment runs it: leader election (a Lease), /healthz and /readyz, and /metrics with
 // the controller's own series.
 func TestOperations(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	probe, metricsAddr := freeAddr(t), freeAddr(t)
+	probe, metricsAddr := harnessutil.FreeAddr(t), harnessutil.FreeAddr(t)
 	ctl := startController(t, ns, func(o *tekton.Options) {
 		o.LeaderElection, o.LeaderElectionNamespace = true, ns
 		o.ProbeAddr, o.MetricsAddr = probe, metricsAddr

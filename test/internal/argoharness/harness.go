@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
 	"github.com/trainstep/trainstep/test/internal/kubeconfig"
 )
 
@@ -80,7 +81,7 @@ type Harness struct {
 	cancel   context.CancelFunc
 	lock     *os.File
 	mu       sync.Mutex
-	logs     map[string]*syncBuffer
+	logs     map[string]*harnessutil.SyncBuffer
 	pids     map[string]int
 	done     []chan struct{}
 }
@@ -123,7 +124,7 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 		return nil, err
 	}
 	procCtx, cancel := context.WithCancel(context.Background())
-	h := &Harness{Client: c, Assets: assets, cancel: cancel, logs: map[string]*syncBuffer{}, pids: map[string]int{}}
+	h := &Harness{Client: c, Assets: assets, cancel: cancel, logs: map[string]*harnessutil.SyncBuffer{}, pids: map[string]int{}}
 	defer func() {
 		if err != nil {
 			h.Stop()
@@ -317,7 +318,7 @@ func (h *Harness) serviceAccountKubeconfig(ctx context.Context, opts Options, sa
 func (h *Harness) startProcess(ctx context.Context, name string, extraEnv []string, bin string, args ...string) error {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), extraEnv...)
-	buf := &syncBuffer{}
+	buf := &harnessutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 20 * time.Second
@@ -359,22 +360,4 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// syncBuffer is a bytes.Buffer a process writes while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
 )
 
 // Submit creates the Workflow of manifest (YAML, strictly decoded) in Namespace.
@@ -109,7 +111,7 @@ func (h *Harness) RunAgent(t testing.TB, wfName string, timeout time.Duration) {
 
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	main := h.agentCommand(ctx, pod, mainC)
-	buf := &syncBuffer{}
+	buf := &harnessutil.SyncBuffer{}
 	main.Stdout, main.Stderr = buf, buf
 	h.mu.Lock()
 	h.logs["agent "+wfName] = buf

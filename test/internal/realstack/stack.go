@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -39,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
 )
 
 // Waits on the stack poll with these bounds. StartTimeout bounds the whole start: about 30 s on an
@@ -166,7 +166,7 @@ func Start(ctx context.Context) (_ *Stack, err error) {
 	if s.pki, err = newPKI(filepath.Join(dir, "pki")); err != nil {
 		return nil, fmt.Errorf("making certificates: %w", err)
 	}
-	ports, err := freePorts(9)
+	ports, err := harnessutil.FreePorts(9)
 	if err != nil {
 		return nil, err
 	}
@@ -259,25 +259,6 @@ func waitFor(ctx context.Context, p *process, what string, cond func(ctx context
 		tail = "\n" + p.tail()
 	}
 	return fmt.Errorf("waiting for %s: %w%s", what, err, tail)
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func (s *Stack) startEtcd(ctx context.Context, port, peer int) error {

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
 )
 
 // SystemNamespace is where Tekton's config lives.
@@ -95,7 +96,7 @@ func Start(ctx context.Context, opts Options) (*Controller, error) {
 	if c.out, err = os.Create(c.LogFile); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := harnessutil.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -143,26 +144,6 @@ func (c *Controller) LogTail(n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
-}
-
-// freePorts returns n distinct ports free now (held open together, then released).
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // installConfig applies Tekton's namespace and config-*.yaml ConfigMaps (docs/testing.md,
