@@ -8,7 +8,9 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 export GOTOOLCHAIN := local
-export GOFLAGS := -buildvcs=false
+# nomsgpack: gin's MessagePack binding (github.com/ugorji/go/codec, 3 MB of code) is never used;
+# without it each sidecar maps 1.2 MiB less of the binary (BenchmarkSidecarRSS).
+export GOFLAGS := -buildvcs=false -tags=nomsgpack
 
 K8S_VERSION    ?= 1.36.3
 # The older Trainer release whose CRDs and runtimes the version-skew tests also run against.

@@ -182,7 +182,7 @@ func (p *Plan) TrainJob(id Identity) *trainer.TrainJob {
 		tj.OwnerReferences = []metav1.OwnerReference{*id.Owner}
 	}
 	if p.API.PodMechanism == PodRuntimePatches {
-		tj.Spec.RuntimePatches = runtimePatch(&p.Runtime, p.Spec.Pod)
+		tj.Spec.RuntimePatches = runtimePatch(&p.Runtime, p.Spec.Pod, PodLabels(id))
 	}
 	tj.Spec.ActiveDeadlineSeconds = p.ActiveDeadlineSeconds()
 	return tj
@@ -206,7 +206,7 @@ func (p *Plan) ActiveDeadlineSeconds() int64 {
 // object as unstructured with the overrides added.
 func (p *Plan) Object(id Identity) (client.Object, error) {
 	tj := p.TrainJob(id)
-	if p.API.PodMechanism != PodTemplateOverrides || !hasPodFields(p.Spec.Pod) {
+	if p.API.PodMechanism != PodTemplateOverrides {
 		return tj, nil
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tj)
@@ -215,7 +215,7 @@ func (p *Plan) Object(id Identity) (client.Object, error) {
 	}
 	overrides, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
 		O []PodTemplateOverride `json:"o"`
-	}{podTemplateOverrides(&p.Runtime, p.Spec.Pod)})
+	}{podTemplateOverrides(&p.Runtime, p.Spec.Pod, PodLabels(id))})
 	if err != nil {
 		return nil, fmt.Errorf("rendering spec.podTemplateOverrides: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/trainstep/trainstep/core/runtimes"
@@ -27,7 +28,8 @@ func podTargets(rt *runtimes.Runtime, pod *step.Pod) []podTarget {
 	var out []podTarget
 	for _, rj := range rt.ReplicatedJobs {
 		init := rj.Ancestor == runtimes.AncestorDataset || rj.Ancestor == runtimes.AncestorModel
-		out = append(out, podTarget{job: rj.Name, mount: !init && (len(pod.VolumeMounts) > 0 || len(pod.EnvFrom) > 0) && slices.Contains(rj.Containers, NodeContainer)})
+		mounts := pod != nil && (len(pod.VolumeMounts) > 0 || len(pod.EnvFrom) > 0)
+		out = append(out, podTarget{job: rj.Name, mount: !init && mounts && slices.Contains(rj.Containers, NodeContainer)})
 	}
 	return out
 }
@@ -61,13 +63,40 @@ func optString(s string) *string {
 	return ptr.To(s)
 }
 
-// runtimePatch renders the pod block as trainstep's spec.runtimePatches entry (Trainer v2.2+).
-func runtimePatch(rt *runtimes.Runtime, pod *step.Pod) []trainer.RuntimePatch {
-	if !hasPodFields(pod) {
+// PodLabels are the identity labels trainstep puts on every pod of its TrainJobs, through the
+// pod template of each replicated job (spec.runtimePatches on Trainer v2.2+, podTemplateOverrides
+// on v2.1). The Trainer copies none of the TrainJob's own labels to its pods, which carry only
+// JobSet's; with these a face's pod cache holds its own pods (one workflow's, one engine's), not
+// every JobSet pod of the namespace or cluster.
+func PodLabels(id Identity) map[string]string {
+	l := id.Labels()
+	return map[string]string{LabelManagedBy: ManagedByValue, LabelEngine: l[LabelEngine], LabelOwnerUID: l[LabelOwnerUID]}
+}
+
+// podMeta is the pod template metadata patch: labels only (the webhook allows labels and
+// annotations).
+func podMeta(labels map[string]string) *metav1.ObjectMeta {
+	if len(labels) == 0 {
+		return nil
+	}
+	return &metav1.ObjectMeta{Labels: labels}
+}
+
+// runtimePatch renders the pod block and the pod labels as trainstep's spec.runtimePatches entry
+// (Trainer v2.2+).
+func runtimePatch(rt *runtimes.Runtime, pod *step.Pod, labels map[string]string) []trainer.RuntimePatch {
+	fields := hasPodFields(pod)
+	if !fields && len(labels) == 0 {
 		return nil
 	}
 	var jobs []trainer.ReplicatedJobPatch
 	for _, t := range podTargets(rt, pod) {
+		tmpl := &trainer.PodTemplatePatch{Metadata: podMeta(labels)}
+		jobs = append(jobs, trainer.ReplicatedJobPatch{Name: t.job, Template: &trainer.JobTemplatePatch{
+			Spec: &trainer.JobSpecPatch{Template: tmpl}}})
+		if !fields {
+			continue
+		}
 		spec := &trainer.PodSpecPatch{
 			ServiceAccountName: optString(pod.ServiceAccountName),
 			Volumes:            pod.CoreVolumes(),
@@ -80,8 +109,10 @@ func runtimePatch(rt *runtimes.Runtime, pod *step.Pod) []trainer.RuntimePatch {
 		if t.mount {
 			spec.Containers = []trainer.ContainerPatch{{Name: NodeContainer, VolumeMounts: pod.CoreVolumeMounts()}}
 		}
-		jobs = append(jobs, trainer.ReplicatedJobPatch{Name: t.job, Template: &trainer.JobTemplatePatch{
-			Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: spec}}}})
+		tmpl.Spec = spec
+	}
+	if len(jobs) == 0 {
+		return nil
 	}
 	return []trainer.RuntimePatch{{
 		Manager: PatchManager,
@@ -94,6 +125,7 @@ func runtimePatch(rt *runtimes.Runtime, pod *step.Pod) []trainer.RuntimePatch {
 // the v2.3 API package, which no longer has it, so it is declared here with v2.1's JSON names.
 type PodTemplateOverride struct {
 	TargetJobs []PodTemplateOverrideTargetJob `json:"targetJobs"`
+	Metadata   *metav1.ObjectMeta             `json:"metadata,omitempty"`
 	Spec       *PodTemplateSpecOverride       `json:"spec,omitempty"`
 }
 
@@ -120,13 +152,20 @@ type ContainerOverride struct {
 	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 }
 
-// podTemplateOverrides renders the pod block for Trainer v2.1: one override per replicated job.
-func podTemplateOverrides(rt *runtimes.Runtime, pod *step.Pod) []PodTemplateOverride {
-	if !hasPodFields(pod) {
+// podTemplateOverrides renders the pod block and the pod labels for Trainer v2.1: one override
+// per replicated job.
+func podTemplateOverrides(rt *runtimes.Runtime, pod *step.Pod, labels map[string]string) []PodTemplateOverride {
+	fields := hasPodFields(pod)
+	if !fields && len(labels) == 0 {
 		return nil
 	}
 	var out []PodTemplateOverride
 	for _, t := range podTargets(rt, pod) {
+		o := PodTemplateOverride{TargetJobs: []PodTemplateOverrideTargetJob{{Name: t.job}}, Metadata: podMeta(labels)}
+		if !fields {
+			out = append(out, o)
+			continue
+		}
 		spec := &PodTemplateSpecOverride{
 			ServiceAccountName: optString(pod.ServiceAccountName),
 			NodeSelector:       pod.NodeSelector,
@@ -139,7 +178,8 @@ func podTemplateOverrides(rt *runtimes.Runtime, pod *step.Pod) []PodTemplateOver
 		if t.mount {
 			spec.Containers = []ContainerOverride{{Name: NodeContainer, VolumeMounts: pod.CoreVolumeMounts()}}
 		}
-		out = append(out, PodTemplateOverride{TargetJobs: []PodTemplateOverrideTargetJob{{Name: t.job}}, Spec: spec})
+		o.Spec = spec
+		out = append(out, o)
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/trainstep/trainstep/core/runtimes/stock"
 	"github.com/trainstep/trainstep/core/step"
@@ -176,4 +177,69 @@ func TestActiveDeadlineAndCommandLimitFollowTheInstalledTrainer(t *testing.T) {
 	assert.Contains(t, err.Error(), "must be at most 65536 characters")
 	_, err = plan(big, nil)
 	require.NoError(t, err, "Trainer v2.3 takes items up to 1 MiB")
+}
+
+// Every pod of every replicated job carries trainstep's identity labels, with or without a pod
+// block, through whichever pod-template mechanism the installed Trainer has: a face's pod cache
+// selects its own pods by them.
+func TestEveryPodTemplateCarriesTheIdentityLabels(t *testing.T) {
+	id := Identity{Engine: "argo", OwnerUID: "0b5c1a5e-7d7e-4a37-9d5c-0f1e2d3c4b5a", StepKey: "wf.train"}
+	want := map[string]string{LabelManagedBy: ManagedByValue, LabelEngine: "argo", LabelOwnerUID: id.OwnerUID}
+	require.Equal(t, want, PodLabels(id))
+	v21 := &API{PodMechanism: PodTemplateOverrides, MaxCommandItem: CommandItemV22, Source: "test v2.1"}
+	v20 := &API{MaxCommandItem: CommandItemV22, Source: "test v2.0"}
+	for _, tc := range []struct {
+		name, step string
+		api        *API
+	}{
+		{"runtimePatches, no pod block", "framework: deepspeed\ntrainer: {func: \"def f(): pass\"}", nil},
+		{"runtimePatches, pod block", fmt.Sprintf(podStep, "deepspeed"), nil},
+		{"podTemplateOverrides, no pod block", "framework: deepspeed\ntrainer: {func: \"def f(): pass\"}", v21},
+		{"podTemplateOverrides, pod block", fmt.Sprintf(podStep, "deepspeed"), v21},
+		{"no mechanism (v2.0)", "framework: deepspeed\ntrainer: {func: \"def f(): pass\"}", v20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := step.Parse([]byte(tc.step))
+			require.NoError(t, err)
+			p, err := (&Planner{Trainers: trainers.Builtin(), Runtimes: stock.Source{}, API: tc.api}).Plan(t.Context(), s, "team")
+			require.NoError(t, err)
+			obj, err := p.Object(id)
+			require.NoError(t, err)
+			u, err := runtimeToUnstructured(obj)
+			require.NoError(t, err)
+			got := map[string]map[string]any{}
+			if rps, ok, _ := unstructured.NestedSlice(u, "spec", "runtimePatches"); ok {
+				require.Len(t, rps, 1)
+				rjs, _, _ := unstructured.NestedSlice(rps[0].(map[string]any), "trainingRuntimeSpec", "template", "spec", "replicatedJobs")
+				for _, rj := range rjs {
+					l, _, _ := unstructured.NestedMap(rj.(map[string]any), "template", "spec", "template", "metadata", "labels")
+					got[rj.(map[string]any)["name"].(string)] = l
+				}
+			}
+			if ovs, ok, _ := unstructured.NestedSlice(u, "spec", "podTemplateOverrides"); ok {
+				for _, ov := range ovs {
+					l, _, _ := unstructured.NestedMap(ov.(map[string]any), "metadata", "labels")
+					targets, _, _ := unstructured.NestedSlice(ov.(map[string]any), "targetJobs")
+					got[targets[0].(map[string]any)["name"].(string)] = l
+				}
+			}
+			if tc.api == v20 {
+				assert.Empty(t, got, "Trainer v2.0 has no pod template mechanism trainstep supports")
+				return
+			}
+			names := []string{}
+			for _, rj := range p.Runtime.ReplicatedJobs {
+				names = append(names, rj.Name)
+				assert.Equal(t, map[string]any{LabelManagedBy: ManagedByValue, LabelEngine: "argo", LabelOwnerUID: id.OwnerUID}, got[rj.Name], "pods of %s", rj.Name)
+			}
+			assert.Len(t, got, len(names), "one entry per replicated job: %v", names)
+		})
+	}
+}
+
+func runtimeToUnstructured(obj any) (map[string]any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u.Object, nil
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 }

@@ -81,7 +81,13 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 			return nil, err
 		}
 	}
-	c, err := cache.New(cfg, cacheOptions(scheme, opts, owner))
+	var ownPods bool
+	if owner != "" {
+		if ownPods, err = podsLabelled(api); err != nil {
+			opts.Logger.Warn("caching every JobSet pod of the namespace: cannot tell whether the Trainer labels trainstep's pods", "error", err)
+		}
+	}
+	c, err := cache.New(cfg, cacheOptions(scheme, opts, owner, ownPods))
 	if err != nil {
 		return nil, fmt.Errorf("building the informer cache: %w", err)
 	}
@@ -114,26 +120,33 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 		return nil, err
 	}
 	p.reaper = newReaper(opts.Namespace, c, api, opts.Logger)
-	p.metrics.registry.MustRegister(cachedTrainJobs(c))
+	p.metrics.registry.MustRegister(
+		cachedObjects(c, "trainstep_argo_cached_trainjobs", "TrainJobs held in the plugin's informer cache (with --workflow, only that workflow's).", &trainer.TrainJobList{}),
+		cachedObjects(c, "trainstep_argo_cached_pods", "JobSet pods held in the plugin's informer cache (with --workflow on Trainer v2.1+, only that workflow's).", &corev1.PodList{}))
 	return p, nil
 }
 
 // cacheOptions keeps the cache to what the plugin reads: its namespace's trainstep TrainJobs
 // made by this face (only its own workflow's, by the owner-uid label, when the sidecar knows its
-// workflow), the pods of JobSets, Events about TrainJobs (the Trainer's
+// workflow), the pods of its JobSets (its workflow's too, when ownPods: the Trainer puts
+// trainjob.PodLabels on them), Events about TrainJobs (the Trainer's
 // TrainJobResourcesCreationFailed), the runtimes and the Workflows (one, if named). Every object
 // is cached without its managedFields, and pods only with what Observe reads (trainjob.TrimPod).
-//
-// Pods cannot be narrowed to one workflow: the Trainer (v2.0 … v2.3) copies none of the
-// TrainJob's labels to its JobSet's pods, which carry only jobset.sigs.k8s.io/jobset-name.
-func cacheOptions(scheme *runtime.Scheme, opts Options, owner types.UID) cache.Options {
+func cacheOptions(scheme *runtime.Scheme, opts Options, owner types.UID, ownPods bool) cache.Options {
 	jobs := labels.Set{trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine}
 	if owner != "" {
 		// The label as Identity writes it (a UID is a valid label value, kept as it is).
 		jobs[trainjob.LabelOwnerUID] = trainjob.Identity{OwnerUID: string(owner)}.Labels()[trainjob.LabelOwnerUID]
 	}
 	podReq, _ := labels.NewRequirement(trainjob.LabelJobSetName, selection.Exists, nil)
-	wf := cache.ByObject{}
+	pods := labels.NewSelector().Add(*podReq)
+	if ownPods {
+		for k, v := range jobs {
+			r, _ := labels.NewRequirement(k, selection.Equals, []string{v})
+			pods = pods.Add(*r)
+		}
+	}
+	wf := cache.ByObject{Transform: trimWorkflow}
 	if opts.Workflow != "" {
 		wf.Field = fields.OneTermEqualSelector("metadata.name", opts.Workflow)
 	}
@@ -143,7 +156,7 @@ func cacheOptions(scheme *runtime.Scheme, opts Options, owner types.UID) cache.O
 		DefaultTransform:  trainjob.StripManagedFields,
 		ByObject: map[client.Object]cache.ByObject{
 			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(jobs)},
-			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*podReq), Transform: trainjob.TrimPod},
+			&corev1.Pod{}:       {Label: pods, Transform: trainjob.TrimPod},
 			&wfv1.Workflow{}:    wf,
 			&corev1.Event{}:     {Field: fields.OneTermEqualSelector("involvedObject.kind", trainer.TrainJobKind)},
 		},

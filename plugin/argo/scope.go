@@ -6,11 +6,13 @@ import (
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
 )
 
 // workflowLookupTimeout bounds the one read of the sidecar's Workflow at start.
@@ -29,19 +31,30 @@ func workflowUID(api client.Reader, namespace, name string) (types.UID, error) {
 	return wf.UID, nil
 }
 
-// cachedTrainJobs reports how many TrainJobs the sidecar's cache holds: with --workflow, only its
-// own workflow's, however many other workflows the namespace runs.
-func cachedTrainJobs(c cache.Cache) prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "trainstep_argo_cached_trainjobs",
-		Help: "TrainJobs held in the plugin's informer cache (with --workflow, only that workflow's).",
-	}, func() float64 {
+// podsLabelled reports whether the installed Trainer puts trainstep's pod labels
+// (trainjob.PodLabels) on the pods of the TrainJobs trainstep submits: it has a pod-template
+// mechanism (v2.1+). Then the sidecar caches only its own workflow's pods; on Trainer v2.0, or
+// when the CRD cannot be read, it caches every JobSet pod of the namespace, as it must to see its
+// own.
+func podsLabelled(api client.Reader) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), workflowLookupTimeout)
+	defer cancel()
+	a, err := trainjob.DetectAPI(ctx, api)
+	if err != nil {
+		return false, err
+	}
+	return a.PodMechanism != "", nil
+}
+
+// cachedObjects reports how many objects of a kind the sidecar's cache holds: with --workflow,
+// only its own workflow's TrainJobs (and pods, on Trainer v2.1+).
+func cachedObjects(c cache.Cache, name, help string, list client.ObjectList) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		l := &trainer.TrainJobList{}
-		if err := c.List(ctx, l); err != nil {
+		if err := c.List(ctx, list); err != nil {
 			return -1
 		}
-		return float64(len(l.Items))
+		return float64(meta.LenList(list))
 	})
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/internal/cli"
 	"github.com/trainstep/trainstep/test/internal/realstack"
 )
@@ -35,8 +36,9 @@ trainer: {epochs: 1}
 const funcBody = `"def train():\n    print('hello')\n"`
 
 // stepPods lists the pods of the namespace, checking that each one was made by a Job of the
-// TrainJob's JobSet, bound to a kwok Node by the scheduler and Succeeded, and returns them by
-// replicated job.
+// TrainJob's JobSet, carries trainstep's pod labels (through spec.runtimePatches: the faces' pod
+// caches select by them), was bound to a kwok Node by the scheduler and Succeeded, and returns
+// them by replicated job.
 func stepPods(t *testing.T, ns, trainJob string) map[string][]corev1.Pod {
 	t.Helper()
 	pods := &corev1.PodList{}
@@ -44,6 +46,9 @@ func stepPods(t *testing.T, ns, trainJob string) map[string][]corev1.Pod {
 	byJob := map[string][]corev1.Pod{}
 	for _, p := range pods.Items {
 		assert.Equal(t, trainJob, p.Labels[labelJobSet], "pod %s", p.Name)
+		assert.Equal(t, trainjob.ManagedByValue, p.Labels[trainjob.LabelManagedBy], "pod %s: trainstep's pod labels", p.Name)
+		assert.NotEmpty(t, p.Labels[trainjob.LabelEngine], "pod %s: trainstep's pod labels", p.Name)
+		assert.NotEmpty(t, p.Labels[trainjob.LabelOwnerUID], "pod %s: trainstep's pod labels", p.Name)
 		assert.Contains(t, stack.Nodes, p.Spec.NodeName, "pod %s was not bound to a kwok Node", p.Name)
 		assert.Equal(t, corev1.PodSucceeded, p.Status.Phase, "pod %s", p.Name)
 		owned := false

@@ -3,7 +3,6 @@ package argo_test
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 	"github.com/trainstep/trainstep/core/trainers"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/argoharness"
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
@@ -45,7 +45,9 @@ func scaleJobs() int {
 // many TrainJobs the cache holds; "unscoped" is the same sidecar without --workflow.
 func BenchmarkSidecarRSS(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "executor")
-	build := exec.CommandContext(b.Context(), "go", "build", "-o", bin, "../../../cmd/executor")
+	// Built as `make build` builds the binary the image ships: static, no symbol table.
+	build := exec.CommandContext(b.Context(), "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../../../cmd/executor")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	require.NoError(b, build.Run())
 	n := scaleJobs()
@@ -70,30 +72,35 @@ func BenchmarkSidecarRSS(b *testing.B) {
 		{fmt.Sprintf("jobs=%d/unscoped", n), busy, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			var rss, heap, cached float64
+			var rss, heap float64
+			var f footprint
 			for range b.N {
-				r, h, c := sidecarFootprint(b, bin, tc.ns, tc.scoped)
-				rss, heap, cached = rss+r, heap+h, c
+				f = sidecarFootprint(b, bin, tc.ns, tc.scoped)
+				rss, heap = rss+f.rss, heap+f.heap
 			}
 			b.ReportMetric(rss/float64(b.N), "rss-MB")
 			b.ReportMetric(heap/float64(b.N), "heap-MB")
-			b.ReportMetric(cached, "cached-trainjobs")
+			b.ReportMetric(f.trainJobs, "cached-trainjobs")
+			b.ReportMetric(f.pods, "cached-pods")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
 }
 
+// footprint is what BenchmarkSidecarRSS reads of one sidecar.
+type footprint struct {
+	rss, heap       float64 // MB
+	trainJobs, pods float64 // objects in its cache
+}
+
 // sidecarFootprint starts the sidecar, waits for its cache to sync and to settle, and reads its
-// RSS, its Go heap in use and the TrainJobs its cache holds.
-func sidecarFootprint(b *testing.B, bin, ns string, scoped bool) (rss, heap, cached float64) {
+// RSS, its Go heap in use and the TrainJobs and pods its cache holds.
+func sidecarFootprint(b *testing.B, bin, ns string, scoped bool) footprint {
 	dir := b.TempDir()
 	token := filepath.Join(dir, "token")
 	require.NoError(b, os.WriteFile(token, []byte(uuid.NewString()), 0o440))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(b, err)
-	addr := ln.Addr().String()
-	require.NoError(b, ln.Close())
-	args := []string{"argo-plugin", "--kubeconfig", env.Kubeconfig, "--namespace", ns, "--addr", addr, "--token-file", token}
+	addr, metricsAddr := harnessutil.FreeAddr(b), harnessutil.FreeAddr(b)
+	args := []string{"argo-plugin", "--kubeconfig", env.Kubeconfig, "--namespace", ns, "--addr", addr, "--metrics-addr", metricsAddr, "--token-file", token}
 	if scoped {
 		args = append(args, "--workflow", "wf-x")
 	}
@@ -104,20 +111,25 @@ func sidecarFootprint(b *testing.B, bin, ns string, scoped bool) (rss, heap, cac
 	cmd.Stderr = &stderr
 	require.NoError(b, cmd.Start())
 	defer func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() }()
-	h := &harness{URL: "http://" + addr}
+	h := &harness{URL: "http://" + addr, Metrics: "http://" + metricsAddr}
 	require.Eventually(b, func() bool {
 		res, err := httpGet(h.URL + "/readyz")
 		return err == nil && res == "ok"
 	}, testenv.Timeout, testenv.Interval, "the sidecar must become ready: %s", &stderr)
 	// Let the first lists' garbage go: a sidecar lives for its workflow's whole run.
 	time.Sleep(3 * time.Second) //nolint:forbidigo // a settling time before a reading, not a synchronisation
-	rss, _, err = argoharness.RSSMB(cmd.Process.Pid)
+	var f footprint
+	var err error
+	f.rss, _, err = argoharness.RSSMB(cmd.Process.Pid)
 	require.NoError(b, err)
 	heapBytes, err := strconv.ParseFloat(metric(b, h, "go_memstats_heap_inuse_bytes"), 64)
 	require.NoError(b, err)
-	cached, err = strconv.ParseFloat(metric(b, h, "trainstep_argo_cached_trainjobs"), 64)
+	f.heap = heapBytes / (1 << 20)
+	f.trainJobs, err = strconv.ParseFloat(metric(b, h, "trainstep_argo_cached_trainjobs"), 64)
 	require.NoError(b, err)
-	return rss, heapBytes / (1 << 20), cached
+	f.pods, err = strconv.ParseFloat(metric(b, h, "trainstep_argo_cached_pods"), 64)
+	require.NoError(b, err)
+	return f
 }
 
 // fill creates n TrainJobs of 10 other workflows, each with 4 KB of function source, and two
@@ -152,11 +164,15 @@ func fill(b *testing.B, ns string, n int) {
 			}
 			cmd := tj.Spec.Trainer.Command
 			for node := range 2 {
+				// JobSet's labels, and trainstep's from the pod template (spec.runtimePatches).
+				podLabels := trainjob.PodLabels(id)
+				podLabels[trainjob.LabelJobSetName] = tj.Name
+				podLabels[trainjob.LabelReplicatedJob] = trainjob.NodeJob
+				podLabels[trainjob.LabelCompletionIndex] = strconv.Itoa(node)
 				p := &corev1.Pod{
 					ObjectMeta: metav1.ObjectMeta{
 						Namespace: ns, Name: fmt.Sprintf("%s-node-0-%d-%s", tj.Name, node, uuid.NewString()[:5]),
-						Labels: map[string]string{trainjob.LabelJobSetName: tj.Name, trainjob.LabelReplicatedJob: trainjob.NodeJob,
-							trainjob.LabelCompletionIndex: strconv.Itoa(node)},
+						Labels: podLabels,
 					},
 					Spec: corev1.PodSpec{Containers: []corev1.Container{{
 						Name: trainjob.NodeContainer, Image: "ghcr.io/kubeflow/trainer/xgboost-runtime:v2.3.0", Command: cmd,

@@ -3,10 +3,12 @@ package argo_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -16,8 +18,9 @@ import (
 )
 
 // TestSidecarCachesOnlyItsWorkflowsTrainJobs: with --workflow (the agent pod's
-// $ARGO_WORKFLOW_NAME), the sidecar's informer cache holds its own workflow's TrainJob and not
-// the TrainJob another workflow of the namespace made earlier; without it, it holds both.
+// $ARGO_WORKFLOW_NAME), the sidecar's informer cache holds its own workflow's TrainJob and its
+// pods (labelled through spec.runtimePatches), not the TrainJob and pods another workflow of the
+// namespace made earlier; without it, it holds both.
 func TestSidecarCachesOnlyItsWorkflowsTrainJobs(t *testing.T) {
 	ns := env.Namespace(t)
 	mine, other := workflow(t, ns), workflow(t, ns)
@@ -48,6 +51,17 @@ func TestSidecarCachesOnlyItsWorkflowsTrainJobs(t *testing.T) {
 	require.NoError(t, c.List(t.Context(), l, client.InNamespace(ns)))
 	require.Len(t, l.Items, 2)
 	require.Equal(t, "1", metric(t, scoped, "trainstep_argo_cached_trainjobs"))
+	podsOf := func(job string) int {
+		pods := &corev1.PodList{}
+		require.NoError(t, c.List(t.Context(), pods, client.InNamespace(ns), client.MatchingLabels{trainjob.LabelJobSetName: job}))
+		return len(pods.Items)
+	}
+	require.Eventually(t, func() bool { return podsOf(myJob) > 0 && podsOf(otherJob) > 0 }, testenv.Timeout, testenv.Interval)
+	require.Eventually(t, func() bool {
+		return metric(t, unscoped, "trainstep_argo_cached_pods") == strconv.Itoa(podsOf(myJob)+podsOf(otherJob))
+	}, testenv.Timeout, testenv.Interval, "the unscoped sidecar holds both workflows' pods")
+	require.Eventually(t, func() bool { return metric(t, scoped, "trainstep_argo_cached_pods") == strconv.Itoa(podsOf(myJob)) },
+		testenv.Timeout, testenv.Interval, "the scoped sidecar holds its own TrainJob's pods only")
 	// Its own step is answered as before.
 	args, err := argotest.Args(mine.Name, ns, string(mine.UID), step("train", "hold"))
 	require.NoError(t, err)

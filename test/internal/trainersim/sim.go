@@ -196,6 +196,10 @@ func (s *Simulator) ensurePods(ctx context.Context, tj *trainer.TrainJob, rt *ru
 			trainjob.LabelCompletionIndex:  strconv.Itoa(i),
 			runtimes.AncestorLabel:         runtimes.AncestorTrainer,
 		}}}
+		// As the Trainer merges spec.runtimePatches into the node job's pod template.
+		for k, v := range patchedPodLabels(tj, trainjob.NodeJob) {
+			pod.Labels[k] = v
+		}
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 		c := corev1.Container{Name: trainjob.NodeContainer, Image: rt.Image}
 		if t := tj.Spec.Trainer; t != nil {
@@ -341,4 +345,23 @@ func (s *Simulator) setCondition(ctx context.Context, tj *trainer.TrainJob, c me
 func terminal(tj *trainer.TrainJob) bool {
 	return apimeta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete) ||
 		apimeta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobFailed)
+}
+
+// patchedPodLabels are the pod template labels the TrainJob's runtimePatches give a replicated job.
+func patchedPodLabels(tj *trainer.TrainJob, job string) map[string]string {
+	out := map[string]string{}
+	for _, p := range tj.Spec.RuntimePatches {
+		if p.TrainingRuntimeSpec == nil || p.TrainingRuntimeSpec.Template == nil || p.TrainingRuntimeSpec.Template.Spec == nil {
+			continue
+		}
+		for _, rj := range p.TrainingRuntimeSpec.Template.Spec.ReplicatedJobs {
+			if rj.Name != job || rj.Template == nil || rj.Template.Spec == nil || rj.Template.Spec.Template == nil || rj.Template.Spec.Template.Metadata == nil {
+				continue
+			}
+			for k, v := range rj.Template.Spec.Template.Metadata.Labels {
+				out[k] = v
+			}
+		}
+	}
+	return out
 }
