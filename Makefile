@@ -80,14 +80,9 @@ test-integration: test-assets
 test-e2e: build test-assets
 	go test -count=1 -timeout 20m ./test/e2e/...
 
-bench: test-assets ## benchmarks side by side; compare runs with benchstat
-	go test -run '^$$' -bench . -benchtime 30x -count 6 ./test/integration/core/ | tee bench.out
-	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) -col /wait bench.out
-	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) -col /submit bench.out
-
-.PHONY: bench-scale
-bench-scale: test-assets ## the scale figures (Argo sidecar RSS, Tekton requests/run, CLI connections) → docs/benchmarks.md
-	K8S_VERSION=$(K8S_VERSION) bash hack/bench-scale.sh
+bench: build test-assets ## every figure side by side in one run → docs/benchmarks.md (BENCH=sidebyside,sidecar,… picks sections)
+	K8S_VERSION=$(K8S_VERSION) bash hack/bench.sh
+	go run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) bench.out
 
 fuzz: ## each fuzz test for FUZZTIME; the checked-in seeds (testdata/fuzz) also run under plain go test
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./core/step/

@@ -8,7 +8,3 @@ TEST_ASSETS += tekton-controller
 .PHONY: tekton-controller
 tekton-controller: ## Tekton's pipelines controller, for test/e2e/tekton
 	bash hack/build-tekton.sh "$(TEKTON_ASSETS)" $(TEKTON_VERSION)
-
-.PHONY: bench-tekton
-bench-tekton: test-assets ## the Tekton face with 1,000 concurrent CustomRuns: notice latency, RSS, API requests
-	go test -run '^$$' -bench BenchmarkConcurrentRuns -benchtime 1000x -count 1 -timeout 30m ./test/integration/tekton/ | tee bench-tekton.out

@@ -72,13 +72,14 @@ func BenchmarkSidecarRSS(b *testing.B) {
 		{fmt.Sprintf("jobs=%d/unscoped", n), busy, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			var rss, heap float64
+			var rss, anon, heap float64
 			var f footprint
 			for range b.N {
 				f = sidecarFootprint(b, bin, tc.ns, tc.scoped)
-				rss, heap = rss+f.rss, heap+f.heap
+				rss, anon, heap = rss+f.rss, anon+f.anon, heap+f.heap
 			}
 			b.ReportMetric(rss/float64(b.N), "rss-MB")
+			b.ReportMetric(anon/float64(b.N), "anon-MB")
 			b.ReportMetric(heap/float64(b.N), "heap-MB")
 			b.ReportMetric(f.trainJobs, "cached-trainjobs")
 			b.ReportMetric(f.pods, "cached-pods")
@@ -89,7 +90,7 @@ func BenchmarkSidecarRSS(b *testing.B) {
 
 // footprint is what BenchmarkSidecarRSS reads of one sidecar.
 type footprint struct {
-	rss, heap       float64 // MB
+	rss, anon, heap float64 // MiB
 	trainJobs, pods float64 // objects in its cache
 }
 
@@ -121,6 +122,8 @@ func sidecarFootprint(b *testing.B, bin, ns string, scoped bool) footprint {
 	var f footprint
 	var err error
 	f.rss, _, err = argoharness.RSSMB(cmd.Process.Pid)
+	require.NoError(b, err)
+	f.anon, err = anonMB(cmd.Process.Pid)
 	require.NoError(b, err)
 	heapBytes, err := strconv.ParseFloat(metric(b, h, "go_memstats_heap_inuse_bytes"), 64)
 	require.NoError(b, err)
@@ -188,6 +191,25 @@ func fill(b *testing.B, ns string, n int) {
 	}
 	wg.Wait()
 	require.False(b, b.Failed())
+}
+
+// anonMB is a process's private resident memory (RssAnon): its heap, stacks and runtime, without
+// the pages of its binary, which the kernel maps from the file and shares between processes.
+func anonMB(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			var kb float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%f kB", &kb); err != nil {
+				return 0, fmt.Errorf("reading RssAnon of %d: %w", pid, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no RssAnon in /proc/%d/status", pid)
 }
 
 func indent(s, by string) string {
