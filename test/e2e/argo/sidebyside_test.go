@@ -56,13 +56,14 @@ import (
 //     watch; one wall clock, one machine);
 //   - pods/step: pods created for the way (by the controller, from the audit log), ÷ N;
 //   - api-requests/step: requests in the apiserver's audit log (one per request) received from
-//     the way's start until its processes settled: all of the way's own identities (the plugin's
-//     and the agent's ServiceAccounts; the resource pods' ServiceAccount; the follower's user)
-//     plus the workflow-controller's requests about the way's objects (objectRef name starting
-//     with the Workflow's name: the Workflow, its pods, WorkflowTaskSet, WorkflowTaskResults,
-//     Events), ÷ N. Not counted: the controller's shared informers and leases, the Trainer
-//     simulator, kube-controller-manager, the benchmark's own client and the status writes that
-//     stand in for a kubelet;
+//     the way's start until its processes settled (workflow completed, the controller done with
+//     its pods), ÷ N: every request of the way's own identities (the plugin's and the agent's
+//     ServiceAccounts; the resource pods' ServiceAccount, kubectl inside argoexec included; the
+//     follower's user), plus the workflow-controller's requests in the window (the ways run one
+//     after another, one workflow each) but its leases, informer watches and requests about
+//     another way's objects (see controllerRequestOf). Not counted: the Trainer simulator,
+//     kube-controller-manager, the benchmark's own client and the pod status writes that stand
+//     in for a kubelet's (a real kubelet adds about three status writes per pod);
 //   - rss-MB/step: RSS sampled when all N are running, of the processes holding the steps, ÷ N:
 //     the agent's argoexec plus the plugin (trainstep), every resource pod's argoexec processes
 //     (emissary and its argoexec resource child), the follower process (poll, watch).
@@ -74,12 +75,12 @@ func BenchmarkSideBySide(b *testing.B) {
 	ensureResourceServiceAccount(b)
 	ways := []struct {
 		name string
-		run  func(b *testing.B, n int) wayResult
+		run  func(tb testing.TB, n int) wayResult
 	}{
 		{"trainstep", runTrainstepWay},
 		{"argo-resource", runResourceWay},
-		{"poll-2s", func(b *testing.B, n int) wayResult { return runFollowerWay(b, n, follower, "poll") }},
-		{"watch", func(b *testing.B, n int) wayResult { return runFollowerWay(b, n, follower, "watch") }},
+		{"poll-2s", func(b testing.TB, n int) wayResult { return runFollowerWay(b, n, follower, "poll") }},
+		{"watch", func(b testing.TB, n int) wayResult { return runFollowerWay(b, n, follower, "watch") }},
 	}
 	for _, w := range ways {
 		b.Run("way="+w.name, func(b *testing.B) {
@@ -126,6 +127,17 @@ func TestArgoResourceTemplateRunsAsProcesses(t *testing.T) {
 	phase, err := runs[0].Result()
 	require.NoError(t, err)
 	assert.Equal(t, corev1.PodSucceeded, phase)
+}
+
+// TestSideBySideWatchWay runs the benchmark's watch way with one step: the follower process
+// creates and watches a TrainJob, notices the terminal write, and the audit log shows its two
+// requests.
+func TestSideBySideWatchWay(t *testing.T) {
+	r := runFollowerWay(t, 1, buildFollower(t), "watch")
+	assert.Equal(t, 2, r.requests, "one create and one watch")
+	assert.Len(t, r.latencies, 1)
+	assert.Zero(t, r.pods)
+	assert.Positive(t, r.rssMB)
 }
 
 const (
@@ -289,23 +301,18 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // runTrainstepWay: one workflow of N trainstep steps, its agent run by the harness.
-func runTrainstepWay(b *testing.B, n int) wayResult {
+func runTrainstepWay(b testing.TB, n int) wayResult {
 	from, offset := auditMark(b)
 	wf := harness.Submit(b, trainstepWorkflow(n))
 	nodes := watchNodes(b, wf, n)
 	harness.RunAgent(b, wf.Name, benchTimeout)
 	jobs := waitRunning(b, nodes, wf.Name, n)
 
-	rss := 0.0
-	for _, pid := range []int{harness.AgentPID(wf.Name), harness.PluginPID()} {
-		mb, _, err := argoharness.RSSMB(pid)
-		require.NoError(b, err)
-		rss += mb
-	}
+	rss := memoryOf(b, harness.AgentPID(wf.Name), harness.PluginPID())
 	written := completeSpread(b.Context(), jobs)
 	require.NoError(b, written.err)
 	noticed := nodes.wait(b)
-	res := wayResult{steps: n, rssMB: rss, latencies: latencies(b, written.at, noticed)}
+	res := wayResult{steps: n, rssMB: rss, latencies: latencies(b, from, written.at, noticed)}
 	settle(b, wf.Name, nodes)
 	res.pods, res.requests = countRequests(b, from, offset, wf.Name,
 		"system:serviceaccount:"+Namespace+":trainstep-executor-plugin", "system:serviceaccount:"+Namespace+":trainstep-workflow")
@@ -314,7 +321,7 @@ func runTrainstepWay(b *testing.B, n int) wayResult {
 }
 
 // runResourceWay: one workflow of N resource steps, each pod's containers run as processes.
-func runResourceWay(b *testing.B, n int) wayResult {
+func runResourceWay(b testing.TB, n int) wayResult {
 	from, offset := auditMark(b)
 	wf := harness.Submit(b, resourceWorkflow(n, "hold"))
 	nodes := watchNodes(b, wf, n)
@@ -329,22 +336,19 @@ func runResourceWay(b *testing.B, n int) wayResult {
 	b.Cleanup(stop)
 	jobs := waitRunning(b, nodes, wf.Name, n)
 
-	rss := 0.0
 	runs := runner.Runs()
 	require.Len(b, runs, n, "one pod per resource step")
+	var pids []int
 	for _, r := range runs {
-		pids := r.PIDs()
-		require.NotEmpty(b, pids, "pod %s holds no process while its step runs", r.Name)
-		for _, pid := range pids {
-			mb, _, err := argoharness.RSSMB(pid)
-			require.NoError(b, err)
-			rss += mb
-		}
+		p := r.PIDs()
+		require.NotEmpty(b, p, "pod %s holds no process while its step runs", r.Name)
+		pids = append(pids, p...)
 	}
+	rss := memoryOf(b, pids...)
 	written := completeSpread(b.Context(), jobs)
 	require.NoError(b, written.err)
 	noticed := nodes.wait(b)
-	res := wayResult{steps: n, rssMB: rss, latencies: latencies(b, written.at, noticed)}
+	res := wayResult{steps: n, rssMB: rss, latencies: latencies(b, from, written.at, noticed)}
 	settle(b, wf.Name, nodes)
 	stop()
 	res.pods, res.requests = countRequests(b, from, offset, wf.Name, "system:serviceaccount:"+Namespace+":"+resourceSA)
@@ -353,7 +357,7 @@ func runResourceWay(b *testing.B, n int) wayResult {
 }
 
 // runFollowerWay: the follower process creates N TrainJobs and follows them (mode poll or watch).
-func runFollowerWay(b *testing.B, n int, bin, mode string) wayResult {
+func runFollowerWay(b testing.TB, n int, bin, mode string) wayResult {
 	user := "trainstep-bench-" + mode
 	kubeconfig, err := env.UserKubeconfig(user, "system:masters")
 	require.NoError(b, err)
@@ -369,7 +373,7 @@ func runFollowerWay(b *testing.B, n int, bin, mode string) wayResult {
 	cmd.Stderr = stderr
 	require.NoError(b, cmd.Start())
 	exited := make(chan error, 1)
-	lines := make(chan string)
+	lines := make(chan string, 2*n+8) // every line the follower prints: the reader never blocks
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -403,8 +407,7 @@ func runFollowerWay(b *testing.B, n int, bin, mode string) wayResult {
 			case f[0] == "ready":
 				// Every TrainJob exists and is followed; like the Argo ways, wait for them to run.
 				waitTrainJobsRunning(b, run, n)
-				rss, _, err = argoharness.RSSMB(cmd.Process.Pid)
-				require.NoError(b, err)
+				rss = memoryOf(b, cmd.Process.Pid)
 				// The writes go on in the background: the follower's lines must be read meanwhile.
 				writes = make(chan completions, 1)
 				go func() { writes <- completeSpread(b.Context(), maps.Clone(jobs)) }()
@@ -425,7 +428,7 @@ func runFollowerWay(b *testing.B, n int, bin, mode string) wayResult {
 	w := <-writes
 	require.NoError(b, w.err)
 	_, requests := countRequests(b, from, offset, "", user)
-	return wayResult{steps: n, rssMB: rss, requests: requests, latencies: latencies(b, w.at, noticed)}
+	return wayResult{steps: n, rssMB: rss, requests: requests, latencies: latencies(b, from, w.at, noticed)}
 }
 
 // stepOf is the step index of TrainJob name of the follower's run.
@@ -436,17 +439,47 @@ func stepOf(tb testing.TB, run, name string) int {
 	return i
 }
 
-// latencies pairs each step's terminal write with its notice.
-func latencies(tb testing.TB, written, noticed map[int]time.Time) []time.Duration {
+// memoryOf is the summed RSS of pids in MB; it logs the split between anonymous memory and mapped
+// files (executables).
+func memoryOf(tb testing.TB, pids ...int) float64 {
+	tb.Helper()
+	var sum argoharness.Memory
+	for _, pid := range pids {
+		m, err := argoharness.MemoryOf(pid)
+		require.NoError(tb, err, "pid %d", pid)
+		sum = sum.Add(m)
+	}
+	tb.Logf("%d processes hold the steps: RSS %.1f MB (anonymous %.1f MB, files %.1f MB)", len(pids), sum.RSS, sum.Anon, sum.File)
+	return sum.RSS
+}
+
+// latencies pairs each step's terminal write with its notice. It logs how long the steps were
+// held from the way's start (from): the pollers' requests grow with it.
+func latencies(tb testing.TB, from time.Time, written, noticed map[int]time.Time) []time.Duration {
 	tb.Helper()
 	require.Len(tb, noticed, len(written))
 	lat := make([]time.Duration, 0, len(written))
+	held := make([]time.Duration, 0, len(written))
 	for i, w := range written {
 		seen, ok := noticed[i]
 		require.True(tb, ok, "step %d was never noticed", i)
 		lat = append(lat, seen.Sub(w))
+		held = append(held, w.Sub(from))
 	}
+	sort.Slice(held, func(i, j int) bool { return held[i] < held[j] })
+	sorted := append([]time.Duration(nil), lat...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	tb.Logf("%d steps, terminal writes %.1f s to %.1f s after the way's start; notice latencies %v", len(written),
+		held[0].Seconds(), held[len(held)-1].Seconds(), roundAll(sorted))
 	return lat
+}
+
+func roundAll(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(time.Millisecond)
+	}
+	return out
 }
 
 // auditMark is the start of a way's window in the audit log.
@@ -469,7 +502,7 @@ func countRequests(tb testing.TB, from time.Time, offset int64, wfName string, u
 	for _, e := range events {
 		switch {
 		case strings.Contains(e.UserAgent, "argo-controller"):
-			if wfName != "" && strings.HasPrefix(e.name(), wfName) {
+			if wfName != "" && controllerRequestOf(e, wfName) {
 				ctrl = append(ctrl, e)
 				if e.Verb == "create" && e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "" {
 					pods++
@@ -487,10 +520,27 @@ func countRequests(tb testing.TB, from time.Time, offset int64, wfName string, u
 	}
 	requests += len(ctrl)
 	if wfName != "" {
-		tb.Logf("%d requests by the workflow-controller about %s*:\n%s", len(ctrl), wfName, breakdown(ctrl))
-		tb.Logf("not counted: %d requests by the workflow-controller about other objects in the window:\n%s", len(ctrlOther), breakdown(ctrlOther))
+		tb.Logf("%d requests by the workflow-controller for %s:\n%s", len(ctrl), wfName, breakdown(ctrl))
+		tb.Logf("not counted: %d requests by the workflow-controller in the window (leases, watches, other workflows):\n%s", len(ctrlOther), breakdown(ctrlOther))
 	}
 	return pods, requests
+}
+
+// controllerRequestOf says whether a workflow-controller request in a way's window is on behalf
+// of the way's workflow wfName. The ways run one after another, one workflow each, so it is every
+// request but leader election (leases), informer watches, and requests about the objects of
+// another way's workflow (named after it, as all of a workflow's objects are); the requests
+// without such a name are the workflow's lookups (its ServiceAccount and token Secret, ConfigMaps)
+// and its label-selected LISTs and DELETECOLLECTIONs.
+func controllerRequestOf(e auditEvent, wfName string) bool {
+	name := e.name()
+	switch {
+	case e.Verb == "watch", e.ObjectRef != nil && e.ObjectRef.Resource == "leases":
+		return false
+	case strings.HasPrefix(name, wfName):
+		return true
+	}
+	return !strings.HasPrefix(name, "bench-")
 }
 
 // nodeWatch records, from a watch on one Workflow, when each step's node (by its input i) first

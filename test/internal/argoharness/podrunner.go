@@ -7,7 +7,8 @@ package argoharness
 // `argoexec emissary -- argoexec resource <action>` (workflow/controller/workflowpod.go; no wait
 // container unless the template archives logs).
 //
-// Each container runs in a mount namespace of its own in which
+// Each container runs in a PID namespace of its own (its processes end with its first one) and a
+// mount namespace of its own in which
 //   - the pod's emptyDir volumes are bind-mounted at their mountPaths, so /var/run/argo (which
 //     argoexec hard-codes) is the pod's own and pods running at once do not share it;
 //   - /tmp is the container's own unless a volume is mounted there (argoexec writes the resource
