@@ -583,8 +583,10 @@ func (nw *nodeWatch) loop(ctx context.Context, wc client.WithWatch, name, rv str
 			nw.observe(now, wf)
 		}
 		w.Stop()
-		if ctx.Err() != nil {
-			return nil
+		select {
+		case <-ctx.Done():
+			return nil // the test is over
+		default: // the watch timed out: again from rv
 		}
 	}
 }

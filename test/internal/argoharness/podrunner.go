@@ -244,10 +244,6 @@ func (r *PodRun) runContainers(ctx context.Context) (corev1.PodPhase, error) {
 		}
 	}
 	setConditions(&st, true, false)
-	if ctx.Err() != nil {
-		// Cancelled: the pod is being deleted, or the test ends; a kubelet would write no more.
-		return st.Phase, nil
-	}
 	return st.Phase, r.writeStatus(ctx, st)
 }
 
@@ -290,10 +286,13 @@ func (r *PodRun) writeStatus(ctx context.Context, st corev1.PodStatus) error {
 		pod.Status = *st.DeepCopy()
 		return r.h.Client.Status().Update(ctx, pod)
 	})
-	if err != nil && (apierrors.IsNotFound(err) || ctx.Err() != nil) {
-		return nil // deleted, or the run was cancelled: nobody reads it
+	select {
+	case <-ctx.Done():
+		// Cancelled: the pod is being deleted, or the test ends; a kubelet would write no more.
+		return nil
+	default:
 	}
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) { // deleted: nobody reads it
 		return fmt.Errorf("writing the status of pod %s: %w", r.pod.Name, err)
 	}
 	return nil

@@ -60,8 +60,9 @@ func main() {
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o); err != nil {
+	err := run(ctx, o)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "follower:", err)
 		os.Exit(1)
 	}
