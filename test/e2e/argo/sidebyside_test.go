@@ -402,16 +402,16 @@ func runFollowerWay(b testing.TB, n int, bin, mode string) wayResult {
 			}
 			f := strings.Fields(line)
 			switch {
-			case f[0] == "created" && len(f) == 2:
+			case len(f) == 2 && f[0] == "created":
 				jobs[stepOf(b, run, f[1])] = f[1]
-			case f[0] == "ready":
+			case len(f) == 1 && f[0] == "ready":
 				// Every TrainJob exists and is followed; like the Argo ways, wait for them to run.
 				waitTrainJobsRunning(b, run, n)
 				rss = memoryOf(b, cmd.Process.Pid)
 				// The writes go on in the background: the follower's lines must be read meanwhile.
 				writes = make(chan completions, 1)
 				go func() { writes <- completeSpread(b.Context(), maps.Clone(jobs)) }()
-			case f[0] == "notice" && len(f) == 4:
+			case len(f) == 4 && f[0] == "notice":
 				ns, err := strconv.ParseInt(f[2], 10, 64)
 				require.NoError(b, err)
 				require.Equal(b, "Complete", f[3])
