@@ -31,6 +31,8 @@ var (
 	env     *testenv.Env
 	harness *argoharness.Harness
 	c       client.Client
+	// auditLog is the apiserver's audit log (audit_test.go), read by BenchmarkSideBySide.
+	auditLog string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -42,10 +44,22 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	auditDir, err := os.MkdirTemp("", "trainstep-e2e-argo-audit-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(auditDir)
+	auditFlags, auditPath, err := auditArgs(auditDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	auditLog = auditPath
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start, stop := context.WithTimeout(ctx, 3*time.Minute)
-	e, err := testenv.Start(start, testenv.Options{ControllerManager: true, CRDDirs: []string{argoharness.CRDDir(assets)}})
+	e, err := testenv.Start(start, testenv.Options{ControllerManager: true, CRDDirs: []string{argoharness.CRDDir(assets)}, APIServerArgs: auditFlags})
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the control plane:", err)

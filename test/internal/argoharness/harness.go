@@ -84,6 +84,13 @@ type Harness struct {
 	logs     map[string]*harnessutil.SyncBuffer
 	pids     map[string]int
 	done     []chan struct{}
+
+	// For pods run as processes (podrunner.go): a watching client, the ServiceAccount configs
+	// (cached by name) and the pods' directories.
+	watcher  client.WithWatch
+	saConfig func(ctx context.Context, name string) (*rest.Config, error)
+	saCfgs   map[string]*rest.Config
+	podsDir  string
 }
 
 // AssetsDir returns ARGO_ASSETS after checking that it holds what the harness runs.
@@ -124,12 +131,16 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 		return nil, err
 	}
 	procCtx, cancel := context.WithCancel(context.Background())
-	h := &Harness{Client: c, Assets: assets, cancel: cancel, logs: map[string]*harnessutil.SyncBuffer{}, pids: map[string]int{}}
+	h := &Harness{Client: c, Assets: assets, cancel: cancel, logs: map[string]*harnessutil.SyncBuffer{}, pids: map[string]int{},
+		saConfig: opts.ServiceAccountConfig, saCfgs: map[string]*rest.Config{}}
 	defer func() {
 		if err != nil {
 			h.Stop()
 		}
 	}()
+	if h.watcher, err = client.NewWithWatch(opts.Config, client.Options{Scheme: opts.Scheme}); err != nil {
+		return nil, err
+	}
 	if h.lock, err = acquireLock(ctx); err != nil {
 		return nil, err
 	}
@@ -228,6 +239,12 @@ func (h *Harness) Stop() {
 	}
 	if h.workdir != "" {
 		_ = os.RemoveAll(h.workdir)
+	}
+	h.mu.Lock()
+	pods := h.podsDir
+	h.mu.Unlock()
+	if pods != "" {
+		_ = os.RemoveAll(pods)
 	}
 	if h.lock != nil { // the token is another suite's while it holds the lock
 		if err := os.RemoveAll(TokenDir); err != nil {

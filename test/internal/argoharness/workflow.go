@@ -117,6 +117,9 @@ func (h *Harness) RunAgent(t testing.TB, wfName string, timeout time.Duration) {
 	h.logs["agent "+wfName] = buf
 	h.mu.Unlock()
 	require.NoError(t, main.Start())
+	h.mu.Lock()
+	h.pids["agent "+wfName] = main.Process.Pid
+	h.mu.Unlock()
 	done := make(chan error, 1)
 	go func() { done <- main.Wait() }()
 	t.Cleanup(func() {
