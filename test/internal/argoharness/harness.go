@@ -67,6 +67,10 @@ type Options struct {
 	ServiceAccountConfig func(ctx context.Context, name string) (*rest.Config, error)
 	// ReadyTimeout bounds the wait for the plugin's /readyz.
 	ReadyTimeout time.Duration
+	// RequeueTime is the workflow-controller's DEFAULT_REQUEUE_TIME and so the agent's
+	// ARGO_AGENT_PATCH_RATE: how often the agent writes plugin replies into the WorkflowTaskSet.
+	// Argo's default is 10s; the harness's is 1s, so its tests wait less.
+	RequeueTime time.Duration
 }
 
 // Harness is a running workflow-controller and plugin.
@@ -177,8 +181,13 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 	}
 
 	// The controller.
+	requeue := opts.RequeueTime
+	if requeue <= 0 {
+		requeue = time.Second
+	}
 	if err := h.startProcess(procCtx, "workflow-controller", []string{
-		"LEADER_ELECTION_IDENTITY=trainstep-e2e", "ARGO_EXECUTOR_PLUGINS=true", "DEFAULT_REQUEUE_TIME=1s", "ARGO_AGENT_PATCH_RATE=1s",
+		"LEADER_ELECTION_IDENTITY=trainstep-e2e", "ARGO_EXECUTOR_PLUGINS=true",
+		"DEFAULT_REQUEUE_TIME=" + requeue.String(), "ARGO_AGENT_PATCH_RATE=" + requeue.String(),
 	}, filepath.Join(assets, "workflow-controller"), "--kubeconfig", opts.Kubeconfig, "--namespaced", "--namespace", Namespace,
 		"--executor-image", "quay.io/argoproj/argoexec:v3.7.3", "--loglevel", "info"); err != nil {
 		return nil, err
