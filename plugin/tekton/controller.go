@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -132,7 +133,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		ByObject: map[client.Object]cache.ByObject{
 			// Only trainstep's own Tekton TrainJobs, and only pods JobSet made.
 			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(labels.Set{
-				trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine})},
+				trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine}), Transform: trimTrainJob},
 			&corev1.Pod{}: {Label: existsSelector(trainjob.LabelJobSetName), Transform: trainjob.TrimPod},
 			// Only Events about TrainJobs: the Trainer's TrainJobResourcesCreationFailed.
 			&corev1.Event{}: {Field: fields.OneTermEqualSelector("involvedObject.kind", trainer.TrainJobKind)},
@@ -185,6 +186,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		recorder: mgr.GetEventRecorder(Name),
 		metrics:  m,
 		tails:    trainjob.NewTails(),
+		creating: newCreates(),
 	}
 	// A TrainJob's pods and Events are looked up by name, not by scanning the namespace.
 	if err := trainjob.RegisterIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
@@ -198,11 +200,22 @@ func Setup(mgr manager.Manager, opts Options) error {
 			return fmt.Errorf("watching %ss: %w", kind, err)
 		}
 	}
+	// A TrainJob the cache shows is no longer a create in flight (see missing).
+	tjs, err := mgr.GetCache().GetInformer(context.Background(), &trainer.TrainJob{})
+	if err != nil {
+		return fmt.Errorf("watching TrainJobs: %w", err)
+	}
+	if _, err := tjs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    r.creating.seen,
+		UpdateFunc: func(_, obj any) { r.creating.seen(obj) },
+	}); err != nil {
+		return fmt.Errorf("watching TrainJobs: %w", err)
+	}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		run, ok := o.(*v1beta1.CustomRun)
 		return ok && run.RefersTo(APIVersion, Kind)
 	})
-	err := ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&v1beta1.CustomRun{}, builder.WithPredicates(ours)).
 		Owns(&trainer.TrainJob{}).

@@ -41,6 +41,7 @@ type Reconciler struct {
 	recorder  events.EventRecorder
 	metrics   *metrics
 	tails     *trainjob.Tails
+	creating  *creates
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -208,6 +209,8 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	switch {
 	case apierrors.IsNotFound(err) && d.Timeout > 0 && !s.now.Before(d.Since.Add(d.Timeout)):
 		return reconcile.Result{}, r.timedOut(ctx, s, name, d.Timeout, spec.KeepOnTimeout)
+	case apierrors.IsNotFound(err) && s.extra.TrainJob == name:
+		return r.missing(ctx, s, name, d)
 	case apierrors.IsNotFound(err):
 		// Planned only when there is a TrainJob to create: a running job is not failed by a
 		// runtime edited after it started.
@@ -321,28 +324,58 @@ func (r *Reconciler) wakeAt(s *state, at time.Time, set bool) reconcile.Result {
 	return reconcile.Result{RequeueAfter: max(at.Sub(s.now), 0) + 10*time.Millisecond}
 }
 
-// ensureTrainJob submits the attempt's TrainJob. The cache said it is not there; the
-// apiserver has the last word (a restarted controller, or a cache that lags our own create).
+// missing handles the TrainJob this attempt recorded as created but the cache does not hold:
+// either this process's own create has not come through the TrainJob watch yet — its event
+// wakes the run, so nothing is read — or someone deleted it, which the apiserver confirms and
+// which fails the attempt.
+func (r *Reconciler) missing(ctx context.Context, s *state, name string, d trainjob.Deadlines) (reconcile.Result, error) {
+	run := s.run
+	key := client.ObjectKey{Namespace: run.Namespace, Name: name}
+	if at, ok := r.creating.since(key); ok {
+		if backstop := at.Add(createSeenWithin); s.now.Before(backstop) {
+			// Woken at the backstop too, in case the watch never shows the job (created and
+			// deleted while the informer was relisting).
+			next := backstop
+			if d.Timeout > 0 && d.Since.Add(d.Timeout).Before(next) {
+				next = d.Since.Add(d.Timeout)
+			}
+			return r.wakeAt(s, next, true), nil
+		}
+		r.creating.done(key)
+	}
+	err := r.apiReader.Get(ctx, key, &trainer.TrainJob{})
+	switch {
+	case err == nil:
+		// The cache lags (a restart, a relist); the watch brings the job.
+		return r.wakeAt(s, d.Since.Add(d.Timeout), d.Timeout > 0), nil
+	case !apierrors.IsNotFound(err):
+		return reconcile.Result{}, fmt.Errorf("reading TrainJob %s/%s: %w", run.Namespace, name, err)
+	}
+	s.event(corev1.EventTypeWarning, ReasonTrainJobDeleted, "Observe", fmt.Sprintf("TrainJob %s was deleted before it finished", name))
+	s.retryOrFail(ReasonTrainJobDeleted, fmt.Sprintf("TrainJob %s/%s was deleted before it finished", run.Namespace, name))
+	return reconcile.Result{}, nil
+}
+
+// ensureTrainJob creates the attempt's TrainJob. The cache said it is not there, so it is
+// created straight away (no read first); only when the apiserver has one of that name already
+// (a restarted controller whose cache lagged, a name taken by someone else) is it read, and
+// adopted when it carries this step's identity.
 func (r *Reconciler) ensureTrainJob(ctx context.Context, s *state, plan *trainjob.Plan, id trainjob.Identity) error {
 	run := s.run
-	name := id.Name()
-	if s.extra.TrainJob == name {
-		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, &trainer.TrainJob{})
-		switch {
-		case err == nil:
-			return nil // the cache lags our create; the watch brings it
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("reading TrainJob %s/%s: %w", run.Namespace, name, err)
-		}
-		s.event(corev1.EventTypeWarning, ReasonTrainJobDeleted, "Observe", fmt.Sprintf("TrainJob %s was deleted before it finished", name))
-		s.retryOrFail(ReasonTrainJobDeleted, fmt.Sprintf("TrainJob %s/%s was deleted before it finished", run.Namespace, name))
-		return nil
-	}
 	obj, err := plan.Object(id)
 	if err != nil {
 		return fmt.Errorf("rendering the TrainJob: %w", err)
 	}
-	tj, created, err := trainjob.Submit(ctx, submitClient{Reader: r.apiReader, Client: r.client}, obj, id)
+	key := client.ObjectKeyFromObject(obj)
+	r.creating.add(key, s.now) // before the create: its watch event may come before Create returns
+	err = r.client.Create(ctx, obj)
+	created := err == nil
+	if apierrors.IsAlreadyExists(err) {
+		_, _, err = trainjob.Submit(ctx, submitClient{Reader: r.apiReader, Client: r.client}, obj, id)
+	}
+	if !created {
+		r.creating.done(key)
+	}
 	if err != nil {
 		if errors.Is(err, trainjob.ErrNameTaken) {
 			s.finish(corev1.ConditionFalse, ReasonNameTaken, err.Error())
@@ -355,17 +388,19 @@ func (r *Reconciler) ensureTrainJob(ctx context.Context, s *state, plan *trainjo
 		}
 		return fmt.Errorf("submitting the TrainJob: %w", err)
 	}
-	s.extra.TrainJob = tj.Name
+	s.extra.TrainJob = key.Name
 	if created {
-		msg := fmt.Sprintf("created TrainJob %s (runtime %s, %d nodes)", tj.Name, plan.Runtime.Name, plan.NumNodes())
-		if a := len(run.Status.RetriesStatus); a > 0 {
-			msg += fmt.Sprintf(", attempt %d of %d", a+1, run.Spec.Retries+1)
-		}
-		s.event(corev1.EventTypeNormal, ReasonTrainJobCreated, "Create", msg)
-		ctrl.LoggerFrom(ctx).Info("created TrainJob", "trainJob", klog.KObj(tj), "attempt", len(run.Status.RetriesStatus))
+		// No Event: the status written next names the TrainJob, and an Event per step is a
+		// request per step; the log keeps the line.
+		ctrl.LoggerFrom(ctx).Info("created TrainJob", "trainJob", klog.KRef(key.Namespace, key.Name),
+			"runtime", plan.Runtime.Name, "nodes", plan.NumNodes(), "attempt", len(run.Status.RetriesStatus))
 	}
 	r.metrics.setPhase(client.ObjectKeyFromObject(run), trainjob.PhasePending)
-	s.setUnknown(string(trainjob.PhasePending), fmt.Sprintf("TrainJob %s is starting: 0/%d nodes running", tj.Name, plan.NumNodes()))
+	msg := fmt.Sprintf("TrainJob %s is starting: 0/%d nodes running", key.Name, plan.NumNodes())
+	if a := len(run.Status.RetriesStatus); a > 0 {
+		msg += fmt.Sprintf(" (attempt %d of %d)", a+1, run.Spec.Retries+1)
+	}
+	s.setUnknown(string(trainjob.PhasePending), msg)
 	return nil
 }
 
