@@ -187,6 +187,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		metrics:  m,
 		tails:    trainjob.NewTails(),
 		creating: newCreates(),
+		writes:   newWrites(),
 	}
 	// A TrainJob's pods and Events are looked up by name, not by scanning the namespace.
 	if err := trainjob.RegisterIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {

@@ -42,6 +42,7 @@ type Reconciler struct {
 	metrics   *metrics
 	tails     *trainjob.Tails
 	creating  *creates
+	writes    *writes
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -61,8 +62,11 @@ type event struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	stale := false
 	defer func() {
 		switch {
+		case stale:
+			r.metrics.reconciles.WithLabelValues("stale").Inc()
 		case err != nil:
 			r.metrics.reconciles.WithLabelValues("error").Inc()
 		case res.RequeueAfter > 0:
@@ -75,9 +79,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if err := r.client.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.NamespacedName)
+			r.writes.forget(req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("reading CustomRun %s: %w", req, err)
+	}
+	if r.writes.stale(req.NamespacedName, run.ResourceVersion) {
+		// The cache has not shown our last status write yet; its event brings the run back.
+		stale = true
+		return reconcile.Result{}, nil
 	}
 	if !run.RefersTo(APIVersion, Kind) {
 		return reconcile.Result{}, nil
@@ -100,6 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			}
 			return reconcile.Result{}, errors.Join(err, fmt.Errorf("writing the status of CustomRun %s: %w", req, uerr))
 		}
+		r.writes.wrote(req.NamespacedName, before.ResourceVersion)
 	}
 	for _, e := range st.events {
 		r.recorder.Eventf(run, nil, e.kind, e.reason, e.action, "%s", e.note)

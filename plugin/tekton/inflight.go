@@ -48,3 +48,43 @@ func (c *creates) seen(obj any) {
 		c.done(client.ObjectKeyFromObject(o))
 	}
 }
+
+// writes are the CustomRuns whose status this process wrote and whose cache entry has not
+// caught up yet, by the resourceVersion the write replaced. A reconcile woken meanwhile (the
+// TrainJob's or a pod's event racing the run's own) would read the run as it was before the
+// write and write again on top of it, which the apiserver refuses with a conflict: a wasted
+// request and a wasted reconcile. It is skipped instead; the write's own watch event wakes the
+// run again. Once the cache holds any other version (ours, or a later one) the entry goes, so
+// a missed event cannot hold a run: versions of one object only move forward in the watch.
+type writes struct {
+	mu sync.Mutex
+	m  map[client.ObjectKey]string
+}
+
+func newWrites() *writes { return &writes{m: map[client.ObjectKey]string{}} }
+
+// wrote records a successful status write that replaced version base.
+func (w *writes) wrote(k client.ObjectKey, base string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.m[k] = base
+}
+
+// stale reports whether cached, the version the cache holds, is one this process has written
+// over; when it is not, the entry is forgotten.
+func (w *writes) stale(k client.ObjectKey, cached string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	base, ok := w.m[k]
+	if ok && base == cached {
+		return true
+	}
+	delete(w.m, k)
+	return false
+}
+
+func (w *writes) forget(k client.ObjectKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, k)
+}
