@@ -128,9 +128,11 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	cacheOpts := cache.Options{
-		// Nothing cached keeps its managedFields; pods keep only what Observe reads.
+		// Nothing cached keeps its managedFields; CustomRuns, TrainJobs and pods keep only what
+		// the reconciler reads (trim.go, trainjob.TrimPod): the cache holds one of each per step.
 		DefaultTransform: trainjob.StripManagedFields,
 		ByObject: map[client.Object]cache.ByObject{
+			&v1beta1.CustomRun{}: {Transform: trimCustomRun},
 			// Only trainstep's own Tekton TrainJobs, and only pods JobSet made.
 			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(labels.Set{
 				trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine}), Transform: trimTrainJob},

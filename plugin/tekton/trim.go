@@ -3,6 +3,8 @@ package tekton
 import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
 )
 
 // trimTrainJob keeps of a cached TrainJob what following it reads: its identity labels, owner,
@@ -39,4 +41,41 @@ func trimTrainJob(obj any) (any, error) {
 		out.Spec.Trainer = &trainer.Trainer{NumNodes: tj.Spec.Trainer.NumNodes}
 	}
 	return out, nil
+}
+
+// trimCustomRun keeps of a cached CustomRun what the reconciler reads. The cache holds every
+// CustomRun of the namespaces watched, finished ones (a pipeline's history) and other custom
+// tasks' included, for as long as they exist:
+//   - another custom task's run keeps only its name and customRef, which the predicate reads
+//     to turn it away;
+//   - a finished run of ours loses its params and workspaces (terminal is final: nothing but
+//     its status is read again), keeping the status a re-assertion writes back whole;
+//   - every run loses its annotations (Tekton copies the PipelineRun's onto each) and
+//     managedFields, which nothing reads and a status write does not send back (the status
+//     subresource keeps the stored metadata and spec).
+func trimCustomRun(obj any) (any, error) {
+	run, ok := obj.(*v1beta1.CustomRun)
+	if !ok {
+		return obj, nil
+	}
+	if !run.RefersTo(APIVersion, Kind) {
+		stub := &v1beta1.CustomRun{
+			TypeMeta: run.TypeMeta,
+			ObjectMeta: metav1.ObjectMeta{Name: run.Name, Namespace: run.Namespace, UID: run.UID,
+				ResourceVersion: run.ResourceVersion, Generation: run.Generation},
+			Spec: v1beta1.CustomRunSpec{CustomRef: run.Spec.CustomRef},
+		}
+		if cs := run.Spec.CustomSpec; cs != nil {
+			stub.Spec.CustomSpec = &v1beta1.EmbeddedCustomRunSpec{TypeMeta: cs.TypeMeta}
+		}
+		return stub, nil
+	}
+	run.ManagedFields, run.Annotations = nil, nil
+	if run.Status.CompletionTime != nil {
+		run.Spec.Params, run.Spec.Workspaces = nil, nil
+		if cs := run.Spec.CustomSpec; cs != nil {
+			run.Spec.CustomSpec = &v1beta1.EmbeddedCustomRunSpec{TypeMeta: cs.TypeMeta}
+		}
+	}
+	return run, nil
 }
