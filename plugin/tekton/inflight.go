@@ -56,27 +56,41 @@ func (c *creates) seen(obj any) {
 // request and a wasted reconcile. It is skipped instead; the write's own watch event wakes the
 // run again. Once the cache holds any other version (ours, or a later one) the entry goes, so
 // a missed event cannot hold a run: versions of one object only move forward in the watch.
+// Past writeSeenWithin the entry is ignored all the same, falling back to a read that may
+// conflict.
 type writes struct {
 	mu sync.Mutex
-	m  map[client.ObjectKey]string
+	m  map[client.ObjectKey]write
 }
 
-func newWrites() *writes { return &writes{m: map[client.ObjectKey]string{}} }
-
-// wrote records a successful status write that replaced version base.
-func (w *writes) wrote(k client.ObjectKey, base string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.m[k] = base
+type write struct {
+	base string
+	at   time.Time
 }
 
-// stale reports whether cached, the version the cache holds, is one this process has written
-// over; when it is not, the entry is forgotten.
-func (w *writes) stale(k client.ObjectKey, cached string) bool {
+// writeSeenWithin bounds how long a run's reconciles wait for the cache to show its last write.
+const writeSeenWithin = 10 * time.Second
+
+func newWrites() *writes { return &writes{m: map[client.ObjectKey]write{}} }
+
+// wrote records a status write at that replaced version base with version now (the same
+// version, an update the apiserver found to change nothing, has no event to wait for).
+func (w *writes) wrote(k client.ObjectKey, base, now string, at time.Time) {
+	if base == now {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	base, ok := w.m[k]
-	if ok && base == cached {
+	w.m[k] = write{base: base, at: at}
+}
+
+// stale reports whether cached, the version the cache holds, is one this process wrote over
+// less than writeSeenWithin before now; when it is not, the entry is forgotten.
+func (w *writes) stale(k client.ObjectKey, cached string, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.m[k]
+	if ok && e.base == cached && now.Sub(e.at) < writeSeenWithin {
 		return true
 	}
 	delete(w.m, k)

@@ -84,7 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		}
 		return reconcile.Result{}, fmt.Errorf("reading CustomRun %s: %w", req, err)
 	}
-	if r.writes.stale(req.NamespacedName, run.ResourceVersion) {
+	if r.writes.stale(req.NamespacedName, run.ResourceVersion, r.clock.Now()) {
 		// The cache has not shown our last status write yet; its event brings the run back.
 		stale = true
 		return reconcile.Result{}, nil
@@ -92,8 +92,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !run.RefersTo(APIVersion, Kind) {
 		return reconcile.Result{}, nil
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("customRun", klog.KObj(run))
-	ctx = ctrl.LoggerInto(ctx, log)
+	// The logger in ctx already names the run (controller-runtime adds CustomRun, namespace,
+	// name and reconcileID); adding it again cost an encoded logger per reconcile.
 
 	before := run.DeepCopy()
 	st := &state{run: run, extra: decodeExtra(run), now: r.clock.Now()}
@@ -110,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			}
 			return reconcile.Result{}, errors.Join(err, fmt.Errorf("writing the status of CustomRun %s: %w", req, uerr))
 		}
-		r.writes.wrote(req.NamespacedName, before.ResourceVersion)
+		r.writes.wrote(req.NamespacedName, before.ResourceVersion, run.ResourceVersion, st.now)
 	}
 	for _, e := range st.events {
 		r.recorder.Eventf(run, nil, e.kind, e.reason, e.action, "%s", e.note)
