@@ -43,6 +43,8 @@ type Reconciler struct {
 	tails     *trainjob.Tails
 	creating  *creates
 	writes    *writes
+	// ownPods: the pod cache holds only pods carrying trainstep's labels (see unlabelledPods).
+	ownPods bool
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -252,6 +254,18 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	}
 	snap.Now = s.now
 	v := trainjob.Decide(snap, d)
+	if r.ownPods && len(snap.Pods) == 0 && (v.Phase == trainjob.PhaseSucceeded || v.Reason == trainjob.ReasonStartTimeout) {
+		// Before a verdict the pods decide (rank 0's return value, a start timeout that deletes the
+		// job), make sure the job has none the cache cannot see: see unlabelledPods.
+		pods, err := r.unlabelledPods(ctx, tj)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(pods) > 0 {
+			snap.Pods = pods
+			v = trainjob.Decide(snap, d)
+		}
+	}
 	r.metrics.setPhase(client.ObjectKeyFromObject(run), v.Phase)
 	if v.Delete {
 		// A plain delete: on failure the reconcile is requeued with back-off rather than holding a
@@ -302,6 +316,20 @@ func (r *Reconciler) snapshot(ctx context.Context, tj *trainer.TrainJob) (trainj
 		return trainjob.Snapshot{}, fmt.Errorf("listing the Events of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
 	return trainjob.Snapshot{TrainJob: tj, Pods: pods.Items, Events: evs.Items}, nil
+}
+
+// unlabelledPods reads a TrainJob's pods from the apiserver. The pod cache holds only pods
+// carrying trainstep's labels; a TrainJob created before the controller labelled its pods (one
+// still running across an upgrade) has pods only the apiserver shows. Such a job is followed
+// through its TrainJob's conditions (its pods wake no reconcile, and its message may say 0 nodes
+// running), and read here once before the verdicts that depend on its pods. A job whose pods are
+// labelled never comes here with none but in the rare case where it has none at such a verdict.
+func (r *Reconciler) unlabelledPods(ctx context.Context, tj *trainer.TrainJob) ([]corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := r.apiReader.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: tj.Name}); err != nil {
+		return nil, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
+	}
+	return pods.Items, nil
 }
 
 func (r *Reconciler) tailer() trainjob.Tailer {

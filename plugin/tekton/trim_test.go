@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -113,4 +114,17 @@ func TestTrimCustomRun(t *testing.T) {
 		assert.False(t, got.RefersTo(APIVersion, Kind))
 		assert.Empty(t, got.Spec.CustomSpec.Spec.Raw)
 	})
+}
+
+// With labelled pods the controller caches only this face's JobSet pods; without, every JobSet pod.
+func TestPodSelector(t *testing.T) {
+	jobset := labels.Set{trainjob.LabelJobSetName: "tj"}
+	ours := labels.Merge(jobset, labels.Set{trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine, trainjob.LabelOwnerUID: "u"})
+	argo := labels.Merge(ours, labels.Set{trainjob.LabelEngine: "argo"})
+	assert.True(t, podSelector(true).Matches(ours))
+	assert.False(t, podSelector(true).Matches(jobset), "someone else's JobSet pod")
+	assert.False(t, podSelector(true).Matches(argo), "another face's pod")
+	assert.True(t, podSelector(false).Matches(jobset))
+	assert.True(t, podSelector(false).Matches(ours))
+	assert.False(t, podSelector(false).Matches(labels.Set{"app": "x"}), "not a JobSet pod")
 }
