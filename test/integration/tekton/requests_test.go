@@ -43,8 +43,8 @@ func (l *requestLog) matching(method string, path *regexp.Regexp) (reqs []string
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, r := range l.reqs {
-		m, rest, _ := strings.Cut(r, " ")
-		p, _, _ := strings.Cut(rest, "?")
+		m, target, _ := strings.Cut(r, " ")
+		p, _, _ := strings.Cut(target, "?")
 		if m == method && path.MatchString(p) {
 			reqs, codes = append(reqs, r), append(codes, l.codes[i])
 		}
