@@ -105,7 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		run.Status.ObservedGeneration = run.Generation // this spec (a cancel patch, say) has been acted on
 	}
 	if !equality.Semantic.DeepEqual(before.Status, run.Status) {
-		if uerr := r.client.Status().Update(ctx, run); uerr != nil {
+		if uerr := r.writeStatus(ctx, before, run); uerr != nil {
 			if apierrors.IsConflict(uerr) {
 				// A newer run is on its way to us through the watch; act on that one.
 				return reconcile.Result{}, nil
@@ -121,6 +121,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		r.metrics.forget(req.NamespacedName)
 	}
 	return res, err
+}
+
+// writeStatus writes the run's status: whole while it runs, as a patch of what changed once it
+// has finished. The cache holds a finished run without its results and archived attempts
+// (trimCustomRun), so a whole write would erase them; a patch from the cached run sends only the
+// condition or observedGeneration it re-asserts. Both fail on a stale read (resourceVersion).
+func (r *Reconciler) writeStatus(ctx context.Context, before, run *v1beta1.CustomRun) error {
+	if before.Status.CompletionTime == nil {
+		return r.client.Status().Update(ctx, run)
+	}
+	return r.client.Status().Patch(ctx, run, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
 // state is one reconcile's view: the run being mutated in memory, and what to report after.

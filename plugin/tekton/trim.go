@@ -48,8 +48,9 @@ func trimTrainJob(obj any) (any, error) {
 // tasks' included, for as long as they exist:
 //   - another custom task's run keeps only its name and customRef, which the predicate reads
 //     to turn it away;
-//   - a finished run of ours loses its params and workspaces (terminal is final: nothing but
-//     its status is read again), keeping the status a re-assertion writes back whole;
+//   - a finished run of ours loses its params, workspaces, results and archived attempts
+//     (terminal is final: only its condition, times and terminal record are read again, and a
+//     finished run's status is patched, never written whole, so what the cache lacks is kept);
 //   - every run loses its annotations (Tekton copies the PipelineRun's onto each) and
 //     managedFields, which nothing reads and a status write does not send back (the status
 //     subresource keeps the stored metadata and spec).
@@ -73,6 +74,7 @@ func trimCustomRun(obj any) (any, error) {
 	run.ManagedFields, run.Annotations = nil, nil
 	if run.Status.CompletionTime != nil {
 		run.Spec.Params, run.Spec.Workspaces = nil, nil
+		run.Status.Results, run.Status.RetriesStatus = nil, nil
 		if cs := run.Spec.CustomSpec; cs != nil {
 			run.Spec.CustomSpec = &v1beta1.EmbeddedCustomRunSpec{TypeMeta: cs.TypeMeta}
 		}

@@ -310,6 +310,26 @@ func TestCancelPatchOnFinishedRun(t *testing.T) {
 	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 1, "a finished run's TrainJob is left to the owner's lifetime")
 }
 
+// A finished run's outcome is re-asserted if someone rewrites it, and what the controller's
+// cache does not hold of a finished run (its results, trimCustomRun) is kept: the re-assertion
+// patches the condition, it does not write the status whole.
+func TestFinishedRunIsReasserted(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startController(t, ns)
+	create(t, jaxRun(t, ns, "train", "succeed"))
+	done := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, tekton.ReasonSucceeded))
+	require.NotEmpty(t, done.Status.Results)
+	tampered := done.DeepCopy()
+	tampered.Status.Succeeded().Status, tampered.Status.Succeeded().Reason = corev1.ConditionFalse, "Tampered"
+	require.NoError(t, c.Status().Update(t.Context(), tampered))
+	// The stored run says False until the controller has put the outcome back.
+	after := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, tekton.ReasonSucceeded))
+	assert.Equal(t, *done.Status.Succeeded(), *after.Status.Succeeded())
+	assert.Equal(t, done.Status.Results, after.Status.Results)
+	assert.Equal(t, done.Status.CompletionTime, after.Status.CompletionTime)
+}
+
 // Runs for other custom tasks are not touched.
 func TestForeignRunsIgnored(t *testing.T) {
 	t.Parallel()
