@@ -11,6 +11,7 @@ package tekton
 import (
 	"context"
 	"fmt"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -126,14 +128,20 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	ownPods, err := podsLabelled(cfg, scheme)
+	if err != nil {
+		ctrl.Log.WithName(Name).Info("caching every JobSet pod: cannot tell whether the Trainer puts trainstep's labels on its pods", "error", err.Error())
+	}
 	cacheOpts := cache.Options{
-		// Nothing cached keeps its managedFields; pods keep only what Observe reads.
+		// Nothing cached keeps its managedFields; CustomRuns, TrainJobs and pods keep only what
+		// the reconciler reads (trim.go, trainjob.TrimPod): the cache holds one of each per step.
 		DefaultTransform: trainjob.StripManagedFields,
 		ByObject: map[client.Object]cache.ByObject{
+			&v1beta1.CustomRun{}: {Transform: trimCustomRun},
 			// Only trainstep's own Tekton TrainJobs, and only pods JobSet made.
 			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(labels.Set{
-				trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine})},
-			&corev1.Pod{}: {Label: existsSelector(trainjob.LabelJobSetName), Transform: trainjob.TrimPod},
+				trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine}), Transform: trimTrainJob},
+			&corev1.Pod{}: {Label: podSelector(ownPods), Transform: trainjob.TrimPod},
 			// Only Events about TrainJobs: the Trainer's TrainJobResourcesCreationFailed.
 			&corev1.Event{}: {Field: fields.OneTermEqualSelector("involvedObject.kind", trainer.TrainJobKind)},
 		},
@@ -144,22 +152,60 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := Setup(mgr, opts); err != nil {
+	if err := setup(mgr, opts, ownPods); err != nil {
 		return nil, err
 	}
 	return mgr, nil
 }
 
-func existsSelector(key string) labels.Selector {
-	req, err := labels.NewRequirement(key, selection.Exists, nil)
+// podsLabelTimeout bounds the one read of the TrainJob CRD at start.
+const podsLabelTimeout = 30 * time.Second
+
+// podsLabelled reports whether the installed Trainer puts trainstep's pod labels
+// (trainjob.PodLabels) on the pods of the TrainJobs trainstep submits: it has a pod-template
+// mechanism (v2.1+). On Trainer v2.0, or when the CRD cannot be read, the controller caches every
+// JobSet pod of the namespaces it watches, as it must to see its own.
+func podsLabelled(cfg *rest.Config, scheme *runtime.Scheme) (bool, error) {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		panic(err) // a constant, valid key
+		return false, fmt.Errorf("creating the client that reads the TrainJob CRD: %w", err)
 	}
-	return labels.NewSelector().Add(*req)
+	ctx, cancel := context.WithTimeout(context.Background(), podsLabelTimeout)
+	defer cancel()
+	api, err := trainjob.DetectAPI(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	return api.PodMechanism != "", nil
 }
 
-// Setup adds the CustomRun controller to a manager whose scheme is Scheme().
-func Setup(mgr manager.Manager, opts Options) error {
+// podSelector selects the pods the controller caches: JobSet's, and with ownPods only this
+// face's — trainstep labels the pods of its TrainJobs through their pod template
+// (trainjob.PodLabels) — not every JobSet pod of the namespaces watched.
+func podSelector(ownPods bool) labels.Selector {
+	sel := labels.NewSelector().Add(requirement(trainjob.LabelJobSetName, selection.Exists))
+	if ownPods {
+		sel = sel.Add(requirement(trainjob.LabelManagedBy, selection.Equals, trainjob.ManagedByValue),
+			requirement(trainjob.LabelEngine, selection.Equals, Engine))
+	}
+	return sel
+}
+
+func requirement(key string, op selection.Operator, values ...string) labels.Requirement {
+	req, err := labels.NewRequirement(key, op, values)
+	if err != nil {
+		panic(err) // constant, valid keys and values
+	}
+	return *req
+}
+
+// Setup adds the CustomRun controller to a manager whose scheme is Scheme(). The manager's
+// cache is the caller's: the controller assumes it holds every JobSet pod it may need.
+func Setup(mgr manager.Manager, opts Options) error { return setup(mgr, opts, false) }
+
+// setup adds the controller; ownPods says the pod cache holds only pods carrying trainstep's
+// labels, so a TrainJob made before they were set has pods only the apiserver shows.
+func setup(mgr manager.Manager, opts Options, ownPods bool) error {
 	opts.Default()
 	m := newMetrics()
 	if err := m.register(opts.Registerer); err != nil {
@@ -185,6 +231,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		recorder: mgr.GetEventRecorder(Name),
 		metrics:  m,
 		tails:    trainjob.NewTails(),
+		ownPods:  ownPods,
+		creating: newCreates(),
+		writes:   newWrites(),
 	}
 	// A TrainJob's pods and Events are looked up by name, not by scanning the namespace.
 	if err := trainjob.RegisterIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
@@ -198,11 +247,22 @@ func Setup(mgr manager.Manager, opts Options) error {
 			return fmt.Errorf("watching %ss: %w", kind, err)
 		}
 	}
+	// A TrainJob the cache shows is no longer a create in flight (see missing).
+	tjs, err := mgr.GetCache().GetInformer(context.Background(), &trainer.TrainJob{})
+	if err != nil {
+		return fmt.Errorf("watching TrainJobs: %w", err)
+	}
+	if _, err := tjs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    r.creating.seen,
+		UpdateFunc: func(_, obj any) { r.creating.seen(obj) },
+	}); err != nil {
+		return fmt.Errorf("watching TrainJobs: %w", err)
+	}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		run, ok := o.(*v1beta1.CustomRun)
 		return ok && run.RefersTo(APIVersion, Kind)
 	})
-	err := ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&v1beta1.CustomRun{}, builder.WithPredicates(ours)).
 		Owns(&trainer.TrainJob{}).

@@ -25,7 +25,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trainstep_tekton_reconciles_total",
-			Help: "CustomRun reconciles by result (ok, error, requeue).",
+			Help: "CustomRun reconciles by result (ok, error, requeue; stale: skipped until the cache shows the controller's last status write).",
 		}, []string{"result"}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trainstep_tekton_customruns_finished_total",

@@ -25,7 +25,6 @@ const (
 	ReasonForbidden        = "TrainJobForbidden"
 	ReasonCancelled        = "CustomRunCancelled"
 	ReasonTimedOut         = "CustomRunTimedOut"
-	ReasonTrainJobCreated  = "TrainJobCreated"
 	ReasonTrainJobDeletion = "TrainJobDeleted"
 )
 

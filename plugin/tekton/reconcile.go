@@ -41,6 +41,10 @@ type Reconciler struct {
 	recorder  events.EventRecorder
 	metrics   *metrics
 	tails     *trainjob.Tails
+	creating  *creates
+	writes    *writes
+	// ownPods: the pod cache holds only pods carrying trainstep's labels (see unlabelledPods).
+	ownPods bool
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -60,8 +64,11 @@ type event struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	stale := false
 	defer func() {
 		switch {
+		case stale:
+			r.metrics.reconciles.WithLabelValues("stale").Inc()
 		case err != nil:
 			r.metrics.reconciles.WithLabelValues("error").Inc()
 		case res.RequeueAfter > 0:
@@ -74,15 +81,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if err := r.client.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.NamespacedName)
+			r.writes.forget(req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("reading CustomRun %s: %w", req, err)
 	}
+	if r.writes.stale(req.NamespacedName, run.ResourceVersion, r.clock.Now()) {
+		// The cache has not shown our last status write yet; its event brings the run back.
+		stale = true
+		return reconcile.Result{}, nil
+	}
 	if !run.RefersTo(APIVersion, Kind) {
 		return reconcile.Result{}, nil
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("customRun", klog.KObj(run))
-	ctx = ctrl.LoggerInto(ctx, log)
+	// The logger in ctx already names the run (controller-runtime adds CustomRun, namespace,
+	// name and reconcileID); adding it again cost an encoded logger per reconcile.
 
 	before := run.DeepCopy()
 	st := &state{run: run, extra: decodeExtra(run), now: r.clock.Now()}
@@ -92,13 +105,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		run.Status.ObservedGeneration = run.Generation // this spec (a cancel patch, say) has been acted on
 	}
 	if !equality.Semantic.DeepEqual(before.Status, run.Status) {
-		if uerr := r.client.Status().Update(ctx, run); uerr != nil {
+		if uerr := r.writeStatus(ctx, before, run); uerr != nil {
 			if apierrors.IsConflict(uerr) {
 				// A newer run is on its way to us through the watch; act on that one.
 				return reconcile.Result{}, nil
 			}
 			return reconcile.Result{}, errors.Join(err, fmt.Errorf("writing the status of CustomRun %s: %w", req, uerr))
 		}
+		r.writes.wrote(req.NamespacedName, before.ResourceVersion, run.ResourceVersion, st.now)
 	}
 	for _, e := range st.events {
 		r.recorder.Eventf(run, nil, e.kind, e.reason, e.action, "%s", e.note)
@@ -107,6 +121,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		r.metrics.forget(req.NamespacedName)
 	}
 	return res, err
+}
+
+// writeStatus writes the run's status: whole while it runs, as a patch of what changed once it
+// has finished. The cache holds a finished run without its results and archived attempts
+// (trimCustomRun), so a whole write would erase them; a patch from the cached run sends only the
+// condition or observedGeneration it re-asserts. Both fail on a stale read (resourceVersion).
+func (r *Reconciler) writeStatus(ctx context.Context, before, run *v1beta1.CustomRun) error {
+	if before.Status.CompletionTime == nil {
+		return r.client.Status().Update(ctx, run)
+	}
+	return r.client.Status().Patch(ctx, run, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
 // state is one reconcile's view: the run being mutated in memory, and what to report after.
@@ -208,6 +233,8 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	switch {
 	case apierrors.IsNotFound(err) && d.Timeout > 0 && !s.now.Before(d.Since.Add(d.Timeout)):
 		return reconcile.Result{}, r.timedOut(ctx, s, name, d.Timeout, spec.KeepOnTimeout)
+	case apierrors.IsNotFound(err) && s.extra.TrainJob == name:
+		return r.missing(ctx, s, name, d)
 	case apierrors.IsNotFound(err):
 		// Planned only when there is a TrainJob to create: a running job is not failed by a
 		// runtime edited after it started.
@@ -238,6 +265,18 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	}
 	snap.Now = s.now
 	v := trainjob.Decide(snap, d)
+	if r.ownPods && len(snap.Pods) == 0 && (v.Phase == trainjob.PhaseSucceeded || v.Reason == trainjob.ReasonStartTimeout) {
+		// Before a verdict the pods decide (rank 0's return value, a start timeout that deletes the
+		// job), make sure the job has none the cache cannot see: see unlabelledPods.
+		pods, err := r.unlabelledPods(ctx, tj)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(pods) > 0 {
+			snap.Pods = pods
+			v = trainjob.Decide(snap, d)
+		}
+	}
 	r.metrics.setPhase(client.ObjectKeyFromObject(run), v.Phase)
 	if v.Delete {
 		// A plain delete: on failure the reconcile is requeued with back-off rather than holding a
@@ -290,6 +329,20 @@ func (r *Reconciler) snapshot(ctx context.Context, tj *trainer.TrainJob) (trainj
 	return trainjob.Snapshot{TrainJob: tj, Pods: pods.Items, Events: evs.Items}, nil
 }
 
+// unlabelledPods reads a TrainJob's pods from the apiserver. The pod cache holds only pods
+// carrying trainstep's labels; a TrainJob created before the controller labelled its pods (one
+// still running across an upgrade) has pods only the apiserver shows. Such a job is followed
+// through its TrainJob's conditions (its pods wake no reconcile, and its message may say 0 nodes
+// running), and read here once before the verdicts that depend on its pods. A job whose pods are
+// labelled never comes here with none but in the rare case where it has none at such a verdict.
+func (r *Reconciler) unlabelledPods(ctx context.Context, tj *trainer.TrainJob) ([]corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := r.apiReader.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: tj.Name}); err != nil {
+		return nil, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
+	}
+	return pods.Items, nil
+}
+
 func (r *Reconciler) tailer() trainjob.Tailer {
 	return trainjob.Tailer{Logs: r.logs, Pods: r.apiReader}
 }
@@ -321,28 +374,58 @@ func (r *Reconciler) wakeAt(s *state, at time.Time, set bool) reconcile.Result {
 	return reconcile.Result{RequeueAfter: max(at.Sub(s.now), 0) + 10*time.Millisecond}
 }
 
-// ensureTrainJob submits the attempt's TrainJob. The cache said it is not there; the
-// apiserver has the last word (a restarted controller, or a cache that lags our own create).
+// missing handles the TrainJob this attempt recorded as created but the cache does not hold:
+// either this process's own create has not come through the TrainJob watch yet — its event
+// wakes the run, so nothing is read — or someone deleted it, which the apiserver confirms and
+// which fails the attempt.
+func (r *Reconciler) missing(ctx context.Context, s *state, name string, d trainjob.Deadlines) (reconcile.Result, error) {
+	run := s.run
+	key := client.ObjectKey{Namespace: run.Namespace, Name: name}
+	if at, ok := r.creating.since(key); ok {
+		if backstop := at.Add(createSeenWithin); s.now.Before(backstop) {
+			// Woken at the backstop too, in case the watch never shows the job (created and
+			// deleted while the informer was relisting).
+			next := backstop
+			if d.Timeout > 0 && d.Since.Add(d.Timeout).Before(next) {
+				next = d.Since.Add(d.Timeout)
+			}
+			return r.wakeAt(s, next, true), nil
+		}
+		r.creating.done(key)
+	}
+	err := r.apiReader.Get(ctx, key, &trainer.TrainJob{})
+	switch {
+	case err == nil:
+		// The cache lags (a restart, a relist); the watch brings the job.
+		return r.wakeAt(s, d.Since.Add(d.Timeout), d.Timeout > 0), nil
+	case !apierrors.IsNotFound(err):
+		return reconcile.Result{}, fmt.Errorf("reading TrainJob %s/%s: %w", run.Namespace, name, err)
+	}
+	s.event(corev1.EventTypeWarning, ReasonTrainJobDeleted, "Observe", fmt.Sprintf("TrainJob %s was deleted before it finished", name))
+	s.retryOrFail(ReasonTrainJobDeleted, fmt.Sprintf("TrainJob %s/%s was deleted before it finished", run.Namespace, name))
+	return reconcile.Result{}, nil
+}
+
+// ensureTrainJob creates the attempt's TrainJob. The cache said it is not there, so it is
+// created straight away (no read first); only when the apiserver has one of that name already
+// (a restarted controller whose cache lagged, a name taken by someone else) is it read, and
+// adopted when it carries this step's identity.
 func (r *Reconciler) ensureTrainJob(ctx context.Context, s *state, plan *trainjob.Plan, id trainjob.Identity) error {
 	run := s.run
-	name := id.Name()
-	if s.extra.TrainJob == name {
-		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, &trainer.TrainJob{})
-		switch {
-		case err == nil:
-			return nil // the cache lags our create; the watch brings it
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("reading TrainJob %s/%s: %w", run.Namespace, name, err)
-		}
-		s.event(corev1.EventTypeWarning, ReasonTrainJobDeleted, "Observe", fmt.Sprintf("TrainJob %s was deleted before it finished", name))
-		s.retryOrFail(ReasonTrainJobDeleted, fmt.Sprintf("TrainJob %s/%s was deleted before it finished", run.Namespace, name))
-		return nil
-	}
 	obj, err := plan.Object(id)
 	if err != nil {
 		return fmt.Errorf("rendering the TrainJob: %w", err)
 	}
-	tj, created, err := trainjob.Submit(ctx, submitClient{Reader: r.apiReader, Client: r.client}, obj, id)
+	key := client.ObjectKeyFromObject(obj)
+	r.creating.add(key, s.now) // before the create: its watch event may come before Create returns
+	err = r.client.Create(ctx, obj)
+	created := err == nil
+	if apierrors.IsAlreadyExists(err) {
+		_, _, err = trainjob.Submit(ctx, submitClient{Reader: r.apiReader, Client: r.client}, obj, id)
+	}
+	if !created {
+		r.creating.done(key)
+	}
 	if err != nil {
 		if errors.Is(err, trainjob.ErrNameTaken) {
 			s.finish(corev1.ConditionFalse, ReasonNameTaken, err.Error())
@@ -355,17 +438,19 @@ func (r *Reconciler) ensureTrainJob(ctx context.Context, s *state, plan *trainjo
 		}
 		return fmt.Errorf("submitting the TrainJob: %w", err)
 	}
-	s.extra.TrainJob = tj.Name
+	s.extra.TrainJob = key.Name
 	if created {
-		msg := fmt.Sprintf("created TrainJob %s (runtime %s, %d nodes)", tj.Name, plan.Runtime.Name, plan.NumNodes())
-		if a := len(run.Status.RetriesStatus); a > 0 {
-			msg += fmt.Sprintf(", attempt %d of %d", a+1, run.Spec.Retries+1)
-		}
-		s.event(corev1.EventTypeNormal, ReasonTrainJobCreated, "Create", msg)
-		ctrl.LoggerFrom(ctx).Info("created TrainJob", "trainJob", klog.KObj(tj), "attempt", len(run.Status.RetriesStatus))
+		// No Event: the status written next names the TrainJob, and an Event per step is a
+		// request per step; the log keeps the line.
+		ctrl.LoggerFrom(ctx).Info("created TrainJob", "trainJob", klog.KRef(key.Namespace, key.Name),
+			"runtime", plan.Runtime.Name, "nodes", plan.NumNodes(), "attempt", len(run.Status.RetriesStatus))
 	}
 	r.metrics.setPhase(client.ObjectKeyFromObject(run), trainjob.PhasePending)
-	s.setUnknown(string(trainjob.PhasePending), fmt.Sprintf("TrainJob %s is starting: 0/%d nodes running", tj.Name, plan.NumNodes()))
+	msg := fmt.Sprintf("TrainJob %s is starting: 0/%d nodes running", key.Name, plan.NumNodes())
+	if a := len(run.Status.RetriesStatus); a > 0 {
+		msg += fmt.Sprintf(" (attempt %d of %d)", a+1, run.Spec.Retries+1)
+	}
+	s.setUnknown(string(trainjob.PhasePending), msg)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package tekton_test
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -12,21 +13,43 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // requestLog records every request a client makes, through a wrapping RoundTripper.
 type requestLog struct {
-	mu   sync.Mutex
-	reqs []string // "GET /apis/...?watch=true"
+	mu    sync.Mutex
+	reqs  []string // "GET /apis/...?watch=true"
+	codes []int    // the response's status code, 0 when there was none
 }
 
 func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		res, err := rt.RoundTrip(r)
+		code := 0
+		if res != nil {
+			code = res.StatusCode
+		}
 		l.mu.Lock()
 		l.reqs = append(l.reqs, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+		l.codes = append(l.codes, code)
 		l.mu.Unlock()
-		return rt.RoundTrip(r)
+		return res, err
 	})
+}
+
+// matching are the recorded requests of this method whose path matches, with their codes.
+func (l *requestLog) matching(method string, path *regexp.Regexp) (reqs []string, codes []int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, r := range l.reqs {
+		m, target, _ := strings.Cut(r, " ")
+		p, _, _ := strings.Cut(target, "?")
+		if m == method && path.MatchString(p) {
+			reqs, codes = append(reqs, r), append(codes, l.codes[i])
+		}
+	}
+	return reqs, codes
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
@@ -81,5 +104,44 @@ func TestPlansReadRuntimesFromTheCache(t *testing.T) {
 	for _, resource := range []string{"clustertrainingruntimes", "trainingruntimes"} {
 		assert.Empty(t, log.lists(resource), "%d plans, and %s never listed outside the informer", runs, resource)
 		assert.NotEmpty(t, log.watches(resource), "the %s informer watches", resource)
+	}
+}
+
+// TestRequestsPerStep holds the controller to its request budget: per step, one TrainJob
+// create (no read before it: the cache said there is none; none after it: the watch brings it),
+// at most three status writes (started with the TrainJob's name, running, finished) and none
+// refused for a stale read, and one Event (the finish). Everything else comes from watches.
+func TestRequestsPerStep(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	log := &requestLog{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(log.wrap)
+	startControllerAs(t, cfg, ns)
+	const runs = 4
+	for i := range runs {
+		create(t, jaxRun(t, ns, fmt.Sprintf("run-%d", i), "succeed"))
+	}
+	for i := range runs {
+		waitRun(t, ns, fmt.Sprintf("run-%d", i), succeeded(corev1.ConditionTrue, tekton.ReasonSucceeded))
+	}
+	// Events are sent in the background after the write they report.
+	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+		evs, _ := log.matching("POST", regexp.MustCompile(`/namespaces/`+ns+`/events$`))
+		assert.Len(ct, evs, runs, "one Event per step")
+	}, testenv.Timeout, testenv.Interval)
+
+	creates, _ := log.matching("POST", regexp.MustCompile(`/namespaces/`+ns+`/trainjobs$`))
+	assert.Len(t, creates, runs, "one TrainJob create per step")
+	reads, _ := log.matching("GET", regexp.MustCompile(`/trainjobs/[^/]+$`))
+	assert.Empty(t, reads, "no TrainJob read from the apiserver")
+	writes, codes := log.matching("PUT", regexp.MustCompile(`/namespaces/`+ns+`/customruns/[^/]+/status$`))
+	assert.LessOrEqual(t, len(writes), 3*runs, "status writes: %v", writes)
+	assert.NotContains(t, codes, http.StatusConflict, "a status write on a stale read")
+	for _, resource := range []string{"customruns", "trainjobs", "pods", "events"} {
+		lists, _ := log.matching("GET", regexp.MustCompile(`/`+resource+`$`))
+		for _, l := range lists {
+			assert.Contains(t, l, "watch=true", "%s only watched, never listed per step", resource)
+		}
 	}
 }

@@ -1,0 +1,52 @@
+package tekton
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+)
+
+func TestCreatesGoWhenTheCacheShowsTheJob(t *testing.T) {
+	c := newCreates()
+	k := client.ObjectKey{Namespace: "ns", Name: "tj"}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	c.add(k, at)
+	got, ok := c.since(k)
+	assert.True(t, ok)
+	assert.Equal(t, at, got)
+	c.seen("a tombstone") // not an object: ignored
+	_, ok = c.since(k)
+	assert.True(t, ok)
+	run := &v1beta1.CustomRun{}
+	run.Namespace, run.Name = "ns", "tj"
+	c.seen(run)
+	_, ok = c.since(k)
+	assert.False(t, ok)
+}
+
+// A run is stale while the cache holds the version our write replaced, and not once it holds
+// any other: the entry then goes, so a later write by someone else never holds the run; nor
+// past writeSeenWithin, nor after a write that changed nothing (no event will come).
+func TestWritesStaleUntilTheCacheMoves(t *testing.T) {
+	w := newWrites()
+	k := client.ObjectKey{Namespace: "ns", Name: "run"}
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	assert.False(t, w.stale(k, "5", now), "nothing written")
+	w.wrote(k, "5", "6", now)
+	assert.True(t, w.stale(k, "5", now))
+	assert.True(t, w.stale(k, "5", now.Add(time.Second)), "still the old version")
+	assert.False(t, w.stale(k, "9", now), "the cache moved on (our write or a later one)")
+	assert.False(t, w.stale(k, "5", now), "forgotten once the cache moved")
+
+	w.wrote(k, "9", "10", now)
+	assert.False(t, w.stale(k, "9", now.Add(writeSeenWithin)), "waited long enough: read it as it is")
+	w.wrote(k, "9", "9", now)
+	assert.False(t, w.stale(k, "9", now), "a write that changed nothing")
+	w.wrote(k, "9", "10", now)
+	w.forget(k)
+	assert.False(t, w.stale(k, "9", now))
+}

@@ -1,0 +1,83 @@
+package tekton
+
+import (
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+)
+
+// trimTrainJob keeps of a cached TrainJob what following it reads: its identity labels, owner,
+// creation time, runtime, suspend, node count and status. The trainer's command (the training
+// function's source), env, initializers, runtime patches, annotations and managedFields — most
+// of its bytes, held once per live step — are dropped. The controller never writes a TrainJob
+// it read from the cache, so nothing dropped can be written back. Anything that is not a
+// *trainer.TrainJob (a DeletedFinalStateUnknown tombstone) passes through unchanged.
+func trimTrainJob(obj any) (any, error) {
+	tj, ok := obj.(*trainer.TrainJob)
+	if !ok {
+		return obj, nil
+	}
+	out := &trainer.TrainJob{
+		TypeMeta: tj.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              tj.Name,
+			Namespace:         tj.Namespace,
+			UID:               tj.UID,
+			ResourceVersion:   tj.ResourceVersion,
+			Generation:        tj.Generation,
+			CreationTimestamp: tj.CreationTimestamp,
+			DeletionTimestamp: tj.DeletionTimestamp,
+			Labels:            tj.Labels,
+			OwnerReferences:   tj.OwnerReferences,
+		},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: tj.Spec.RuntimeRef,
+			Suspend:    tj.Spec.Suspend,
+		},
+		Status: tj.Status,
+	}
+	if tj.Spec.Trainer != nil && tj.Spec.Trainer.NumNodes != nil {
+		out.Spec.Trainer = &trainer.Trainer{NumNodes: tj.Spec.Trainer.NumNodes}
+	}
+	return out, nil
+}
+
+// trimCustomRun keeps of a cached CustomRun what the reconciler reads. The cache holds every
+// CustomRun of the namespaces watched, finished ones (a pipeline's history) and other custom
+// tasks' included, for as long as they exist:
+//   - another custom task's run keeps only its name and customRef, which the predicate reads
+//     to turn it away;
+//   - a finished run of ours loses its params, workspaces, results and archived attempts
+//     (terminal is final: only its condition, times and terminal record are read again, and a
+//     finished run's status is patched, never written whole, so what the cache lacks is kept);
+//   - every run loses its annotations (Tekton copies the PipelineRun's onto each) and
+//     managedFields, which nothing reads and a status write does not send back (the status
+//     subresource keeps the stored metadata and spec).
+func trimCustomRun(obj any) (any, error) {
+	run, ok := obj.(*v1beta1.CustomRun)
+	if !ok {
+		return obj, nil
+	}
+	if !run.RefersTo(APIVersion, Kind) {
+		stub := &v1beta1.CustomRun{
+			TypeMeta: run.TypeMeta,
+			ObjectMeta: metav1.ObjectMeta{Name: run.Name, Namespace: run.Namespace, UID: run.UID,
+				ResourceVersion: run.ResourceVersion, Generation: run.Generation},
+			Spec: v1beta1.CustomRunSpec{CustomRef: run.Spec.CustomRef},
+		}
+		if cs := run.Spec.CustomSpec; cs != nil {
+			stub.Spec.CustomSpec = &v1beta1.EmbeddedCustomRunSpec{TypeMeta: cs.TypeMeta}
+		}
+		return stub, nil
+	}
+	run.ManagedFields, run.Annotations = nil, nil
+	if run.Status.CompletionTime != nil {
+		run.Spec.Params, run.Spec.Workspaces = nil, nil
+		run.Status.Results, run.Status.RetriesStatus = nil, nil
+		if cs := run.Spec.CustomSpec; cs != nil {
+			run.Spec.CustomSpec = &v1beta1.EmbeddedCustomRunSpec{TypeMeta: cs.TypeMeta}
+		}
+	}
+	return run, nil
+}
