@@ -224,13 +224,15 @@ func BenchmarkSubmit(b *testing.B) {
 	require.True(b, informers.WaitForCacheSync(ctx))
 	faces := cacheBacked{cache: informers, api: api}
 
+	runs := 0
 	b.Run("submit=new-vs-bare", func(b *testing.B) {
+		runs++ // the runner calls this again with a larger b.N: fresh names each time
 		var submit, bare []time.Duration
 		var own int64
 		b.ResetTimer()
 		for i := range b.N {
 			for k := range 2 {
-				id := trainjob.Identity{Engine: "bench", OwnerUID: ns, StepKey: fmt.Sprintf("new-%d-%d", i, k)}
+				id := trainjob.Identity{Engine: "bench", OwnerUID: ns, StepKey: fmt.Sprintf("new-%d-%d-%d", runs, i, k)}
 				tj := p.TrainJob(id)
 				t0 := time.Now()
 				if (i+k)%2 == 0 {
