@@ -15,11 +15,14 @@ import (
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/argoproj/argo-workflows/v3/pkg/plugins/executor"
 	"github.com/google/uuid"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/argoharness"
@@ -39,13 +42,14 @@ func fleetSize() int {
 
 // BenchmarkSidecarFleet runs N workflows at once against one apiserver, as Argo does: one agent
 // pod per workflow, so one real `executor argo-plugin --workflow wf-i` process each (its own
-// port, token and metrics port), all in one namespace. Each sidecar gets one trainstep step: a
-// create call makes its TrainJob (held by the simulator), then a held call waits on it. With all
-// N calls held it reads every sidecar's RSS and the apiserver's open watches, then completes the
-// TrainJobs one after another and times each from the terminal write to its held call's
-// terminal reply. Reports sidecars, rss-MB-sum, rss-MB/sidecar, apiserver-watches (the fleet's:
-// open watches with the fleet up minus before), notice-p50-ms and notice-p99-ms.
-// Run with -benchtime 1x: one iteration is the whole fleet.
+// port, token and metrics port), all in one namespace. Each sidecar gets one trainstep step,
+// called as the agent calls it: the first call creates the TrainJob (held by the simulator) and
+// is held; a hold that runs out (--hold-max) is answered Running and called again at once. With
+// every step held it reads each sidecar's RSS and the apiserver's open watches, then completes the
+// TrainJobs one after another, each while its call is held, and times each from the terminal
+// write to the terminal reply. Reports sidecars, rss-MB-sum, rss-MB/sidecar, apiserver-watches
+// (the fleet's: open watches with the fleet up, minus before it started), notice-p50-ms and
+// notice-p99-ms. Run with -benchtime 1x: one iteration is the whole fleet.
 func BenchmarkSidecarFleet(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "executor")
 	build := exec.CommandContext(b.Context(), "go", "build", "-o", bin, "../../../cmd/executor")
@@ -71,16 +75,15 @@ func BenchmarkSidecarFleet(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// sidecar is one running plugin process of the fleet.
+// sidecar is one running plugin process of the fleet and its step.
 type sidecar struct {
 	h     *harness
 	cmd   *exec.Cmd
 	wf    *wfv1.Workflow
-	args  []byte // the step's request
-	job   string
-	held  <-chan argotest.Answer
 	log   *harnessutil.SyncBuffer
 	index int
+	job   string               // the step's TrainJob
+	done  chan argotest.Answer // the step's terminal reply
 }
 
 // runFleet starts n sidecars, holds one step on each, reads the footprint and times the notices.
@@ -99,34 +102,40 @@ func runFleet(b *testing.B, bin string, kube kubernetes.Interface, n int) (rssSu
 		wf.Status.Phase = wfv1.WorkflowRunning
 		wf.Status.StartedAt = metav1.NewTime(time.Now().Add(-time.Minute))
 		require.NoError(b, c.Create(b.Context(), wf))
-		fleet[i] = &sidecar{wf: wf, index: i}
+		fleet[i] = &sidecar{wf: wf, index: i, done: make(chan argotest.Answer, 1)}
 	}
+	// One cleanup for the fleet: every sidecar is told to stop at once, as the agent pods of
+	// finished workflows are, then waited for.
+	b.Cleanup(func() {
+		for _, s := range fleet {
+			if s.cmd != nil && s.cmd.Process != nil {
+				_ = s.cmd.Process.Signal(syscall.SIGTERM)
+			}
+		}
+		for _, s := range fleet {
+			if s.cmd != nil && s.cmd.Process != nil {
+				_ = s.cmd.Wait()
+			}
+		}
+	})
 	// Start them a few at a time: each lists its caches on start, as an agent pod does.
 	forEach(b, fleet, 8, func(s *sidecar) error {
 		return s.start(b, bin, ns, ports[2*s.index], ports[2*s.index+1])
 	})
-	forEach(b, fleet, 8, func(s *sidecar) error {
-		args, err := argotest.Args(s.wf.Name, ns, string(s.wf.UID), step("train", "hold"))
-		if err != nil {
-			return err
-		}
-		r, err := argotest.Execute(b.Context(), s.h.URL, s.h.Token, args)
-		if err != nil {
-			return err
-		}
-		if r.Node == nil || r.Node.Phase == wfv1.NodeFailed {
-			return fmt.Errorf("creating the TrainJob of %s: %s", s.wf.Name, r.Body)
-		}
-		s.job, _ = r.Output(trainjob.OutName)
-		if s.job == "" {
-			return fmt.Errorf("the reply of %s names no TrainJob: %s", s.wf.Name, r.Body)
-		}
-		s.held = argotest.ExecuteAsync(b.Context(), s.h.URL, s.h.Token, args)
-		return nil
-	})
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
 	for _, s := range fleet {
-		require.Eventually(b, func() bool { return metric(b, s.h, "trainstep_argo_held_calls") == "1" }, testenv.Timeout, time.Millisecond,
-			"the call of %s must be held: %s", s.wf.Name, s.log)
+		args, err := argotest.Args(s.wf.Name, ns, string(s.wf.UID), step("train", "hold"))
+		require.NoError(b, err)
+		go s.call(ctx, args)
+	}
+	for _, s := range fleet {
+		require.Eventually(b, func() bool { return s.held(b) }, testenv.Timeout, testenv.Interval, "the step of %s must be held: %s", s.wf.Name, s.log)
+		owner := trainjob.Identity{OwnerUID: string(s.wf.UID)}.Labels()[trainjob.LabelOwnerUID]
+		l := &trainer.TrainJobList{}
+		require.NoError(b, c.List(b.Context(), l, client.InNamespace(ns), client.MatchingLabels{trainjob.LabelOwnerUID: owner}))
+		require.Len(b, l.Items, 1, "the TrainJob of %s", s.wf.Name)
+		s.job = l.Items[0].Name
 	}
 	// Every step is held: the fleet as it stands while its workflows train.
 	for _, s := range fleet {
@@ -138,14 +147,42 @@ func runFleet(b *testing.B, bin string, kube kubernetes.Interface, n int) (rssSu
 	require.NoError(b, err)
 	b.Logf("%d sidecars: RSS %.0f MB in all; apiserver watches %.0f → %.0f", n, rssSum, before, after)
 	for _, s := range fleet {
+		// A hold that ran out is called again at once: complete the job while a call is held.
+		require.Eventually(b, func() bool { return s.held(b) }, testenv.Timeout, time.Millisecond, "the step of %s must be held", s.wf.Name)
 		start := complete(b, ns, s.job)
-		a := <-s.held
+		a := <-s.done
 		require.NoError(b, a.Err)
 		require.NotNil(b, a.Reply.Node, "body: %s", a.Reply.Body)
-		require.Equal(b, wfv1.NodeSucceeded, a.Reply.Node.Phase, "%s: %s (a hold that ran out?)", s.wf.Name, a.Reply.Node.Message)
+		require.Equal(b, wfv1.NodeSucceeded, a.Reply.Node.Phase, "%s: %s", s.wf.Name, a.Reply.Node.Message)
 		lat = append(lat, a.At.Sub(start))
 	}
 	return rssSum, after - before, lat
+}
+
+// call calls the step as the agent does until its reply is terminal (a hold that runs out is
+// answered Running and called again, here at once), and delivers that reply.
+func (s *sidecar) call(ctx context.Context, args executor.ExecuteTemplateArgs) {
+	for ctx.Err() == nil {
+		r, err := argotest.Execute(ctx, s.h.URL, s.h.Token, args)
+		a := argotest.Answer{Reply: r, Err: err, At: time.Now()}
+		if err != nil || r.Node == nil || r.Requeue == nil {
+			s.done <- a
+			return
+		}
+		if r.Node.Phase == wfv1.NodePending {
+			// Not held (trouble that may pass): wait the requeue, as the agent does.
+			t := time.NewTimer(r.Requeue.Duration)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
+}
+
+func (s *sidecar) held(b *testing.B) bool {
+	return metric(b, s.h, "trainstep_argo_held_calls") == "1"
 }
 
 // start runs the sidecar as the agent pod would and waits until it is ready.
@@ -167,10 +204,6 @@ func (s *sidecar) start(b *testing.B, bin, ns string, port, metricsPort int) err
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
-	b.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		_ = s.cmd.Wait()
-	})
 	s.h = &harness{URL: "http://" + addr, Metrics: "http://" + metricsAddr, Token: token, TokenFile: tokenFile, Namespace: ns}
 	err := wait.PollUntilContextTimeout(b.Context(), testenv.Interval, testenv.Timeout, true, func(context.Context) (bool, error) {
 		res, err := httpGet(s.h.URL + "/readyz")
