@@ -120,7 +120,8 @@ func runFleet(b *testing.B, bin string, kube kubernetes.Interface, n int) (rssSu
 	})
 	// Start them a few at a time: each lists its caches on start, as an agent pod does.
 	forEach(b, fleet, 8, func(s *sidecar) error {
-		return s.start(b, bin, ns, ports[2*s.index], ports[2*s.index+1])
+		// The longest hold the agent's 30 s timeout allows: the fleet is completed one step at a time.
+		return s.start(b, bin, ns, ports[2*s.index], ports[2*s.index+1], "--hold-max", "25s")
 	})
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()
@@ -186,7 +187,7 @@ func (s *sidecar) held(b *testing.B) bool {
 }
 
 // start runs the sidecar as the agent pod would and waits until it is ready.
-func (s *sidecar) start(b *testing.B, bin, ns string, port, metricsPort int) error {
+func (s *sidecar) start(b *testing.B, bin, ns string, port, metricsPort int, extra ...string) error {
 	dir := b.TempDir()
 	token := uuid.NewString()
 	tokenFile := filepath.Join(dir, "token")
@@ -194,9 +195,9 @@ func (s *sidecar) start(b *testing.B, bin, ns string, port, metricsPort int) err
 		return err
 	}
 	addr, metricsAddr := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", metricsPort)
-	s.cmd = exec.CommandContext(context.WithoutCancel(b.Context()), bin, "argo-plugin", "--kubeconfig", env.Kubeconfig,
-		"--namespace", ns, "--workflow", s.wf.Name, "--addr", addr, "--metrics-addr", metricsAddr, "--token-file", tokenFile,
-		"--hold-max", "25s") // the most the agent's 30 s timeout allows: the fleet is completed one step at a time
+	args := append([]string{"argo-plugin", "--kubeconfig", env.Kubeconfig, "--namespace", ns, "--workflow", s.wf.Name,
+		"--addr", addr, "--metrics-addr", metricsAddr, "--token-file", tokenFile}, extra...)
+	s.cmd = exec.CommandContext(context.WithoutCancel(b.Context()), bin, args...)
 	s.cmd.Env = append(os.Environ(), "ARGO_WORKFLOW_NAME=")
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	s.log = &harnessutil.SyncBuffer{}
@@ -213,6 +214,14 @@ func (s *sidecar) start(b *testing.B, bin, ns string, port, metricsPort int) err
 		return fmt.Errorf("sidecar %s not ready: %w: %s", s.wf.Name, err, s.log)
 	}
 	return nil
+}
+
+// stop ends the sidecar as Argo ends an agent pod (SIGTERM) and waits for it.
+func (s *sidecar) stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.cmd.Wait()
+	}
 }
 
 // forEach runs f on every sidecar, at most par at once, and fails the benchmark on any error.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -24,6 +26,7 @@ import (
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/argo"
 	"github.com/trainstep/trainstep/test/internal/argotest"
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
@@ -83,17 +86,42 @@ const statusClients = 16
 // statusClients clients at once sharing one http.Client on the default transport, as the agent's
 // plugin client does (so most calls beyond the two kept-alive connections dial anew). The request
 // bodies are encoded once up front: encoding is the agent's cost, not the plugin's. Reports
-// calls/s, the per-call latency (call-p50-ms, call-p99-ms), the API requests the plugin made
-// during the timed calls (none: every answer comes from the informer cache) and the test
-// process's RSS (it also holds the apiserver clients and the simulator; the plugin process
-// alone is measured in test/e2e/argo). Profile the handler with -cpuprofile; the setup's
-// creates are outside the timer but not outside the profile (focus on handleExecute).
+// calls/s and the per-call latency (call-p50-ms, call-p99-ms).
+//
+//   - plugin=sidecar: the real `executor argo-plugin --workflow` process, as in an agent pod (it
+//     logs every call, as in production): the figure. Its heap and collector are its own.
+//   - plugin=in-process: the plugin in this process, on a client that counts its requests:
+//     api-requests/call (none: every answer comes from the informer cache), and the handler
+//     path under -cpuprofile (the setup's creates are outside the timer but not outside the
+//     profile: focus on executeHandler). Its latency tail also carries this process's collector
+//     (the simulator, the apiserver clients, the bodies), which the sidecar's does not.
 func BenchmarkStatusCalls(b *testing.B) {
+	b.Run("plugin=sidecar", func(b *testing.B) {
+		bin := filepath.Join(b.TempDir(), "executor")
+		build := exec.CommandContext(b.Context(), "go", "build", "-o", bin, "../../../cmd/executor")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		require.NoError(b, build.Run())
+		ns := env.Namespace(b)
+		s := &sidecar{wf: workflow(b, ns)}
+		ports, err := harnessutil.FreePorts(2)
+		require.NoError(b, err)
+		require.NoError(b, s.start(b, bin, ns, ports[0], ports[1], "--hold-max", "0"))
+		b.Cleanup(s.stop)
+		statusCalls(b, s.h, s.wf, nil)
+	})
+	b.Run("plugin=in-process", func(b *testing.B) {
+		ns := env.Namespace(b)
+		var requests atomic.Int64
+		h := startPluginWith(b, countingConfig(&requests), ns, func(o *argo.Options) { o.HoldMax = 0 })
+		statusCalls(b, h, workflow(b, ns), &requests)
+	})
+}
+
+// statusCalls tracks 1,000 TrainJobs on the plugin h, then times b.N status calls about them.
+// requests, when not nil, counts the plugin's API requests.
+func statusCalls(b *testing.B, h *harness, wf *wfv1.Workflow, requests *atomic.Int64) {
 	const jobs = 1000
-	ns := env.Namespace(b)
-	var requests atomic.Int64
-	h := startPluginWith(b, countingConfig(&requests), ns, func(o *argo.Options) { o.HoldMax = 0 })
-	wf := workflow(b, ns)
+	ns := wf.Namespace
 	bodies := make([][]byte, jobs)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -118,7 +146,10 @@ func BenchmarkStatusCalls(b *testing.B) {
 	require.Eventually(b, func() bool {
 		return metric(b, h, "trainstep_argo_cached_trainjobs") == strconv.Itoa(jobs)
 	}, testenv.Timeout, testenv.Interval, "the plugin's cache must hold every TrainJob")
-	before := requests.Load()
+	var before int64
+	if requests != nil {
+		before = requests.Load()
+	}
 	lat := make([][]time.Duration, statusClients)
 	var next atomic.Int64
 	b.ResetTimer()
@@ -149,8 +180,9 @@ func BenchmarkStatusCalls(b *testing.B) {
 	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
 	b.ReportMetric(ms(all[len(all)/2]), "call-p50-ms")
 	b.ReportMetric(ms(all[(len(all)*99)/100]), "call-p99-ms")
-	b.ReportMetric(float64(requests.Load()-before)/float64(len(all)), "api-requests/call")
-	b.ReportMetric(rssMB(), "rss-MB")
+	if requests != nil {
+		b.ReportMetric(float64(requests.Load()-before)/float64(len(all)), "api-requests/call")
+	}
 }
 
 // rssMB is this process's resident set, from /proc.
