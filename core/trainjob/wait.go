@@ -218,10 +218,10 @@ type jobWatch struct {
 	timer           *time.Timer
 }
 
-// Backoff of a failed list or watch: doubling from jobRetryMin, at most jobRetryMax.
+// Backoff of a failed list or watch: doubling from jobRetryFirst up to jobRetryCap.
 const (
-	jobRetryMin = 100 * time.Millisecond
-	jobRetryMax = 10 * time.Second
+	jobRetryFirst = 100 * time.Millisecond
+	jobRetryCap   = 10 * time.Second
 )
 
 func (j *jobWatch) options() []client.ListOption {
@@ -304,7 +304,7 @@ func (j *jobWatch) handle(ctx context.Context, ev watch.Event, ok bool, tj **tra
 
 // fail arms the next attempt after the backoff.
 func (j *jobWatch) fail() {
-	j.backoff = min(max(2*j.backoff, jobRetryMin), jobRetryMax)
+	j.backoff = min(max(2*j.backoff, jobRetryFirst), jobRetryCap)
 	if j.timer != nil {
 		j.timer.Stop()
 	}

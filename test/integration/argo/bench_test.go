@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/argo"
+	"github.com/trainstep/trainstep/test/internal/argoharness"
 	"github.com/trainstep/trainstep/test/internal/argotest"
 	"github.com/trainstep/trainstep/test/internal/harnessutil"
 	"github.com/trainstep/trainstep/test/internal/testenv"
@@ -89,7 +89,8 @@ const statusClients = 16
 // calls/s and the per-call latency (call-p50-ms, call-p99-ms).
 //
 //   - plugin=sidecar: the real `executor argo-plugin --workflow` process, as in an agent pod (it
-//     logs every call, as in production): the figure. Its heap and collector are its own.
+//     logs every call, as in production): the figure. Its heap and collector are its own; its
+//     RSS after the calls is sidecar-rss-MB.
 //   - plugin=in-process: the plugin in this process, on a client that counts its requests:
 //     api-requests/call (none: every answer comes from the informer cache), and the handler
 //     path under -cpuprofile (the setup's creates are outside the timer but not outside the
@@ -108,6 +109,9 @@ func BenchmarkStatusCalls(b *testing.B) {
 		require.NoError(b, s.start(b, bin, ns, ports[0], ports[1], "--hold-max", "0"))
 		b.Cleanup(s.stop)
 		statusCalls(b, s.h, s.wf, nil)
+		rss, _, err := argoharness.RSSMB(s.cmd.Process.Pid)
+		require.NoError(b, err)
+		b.ReportMetric(rss, "sidecar-rss-MB")
 	})
 	b.Run("plugin=in-process", func(b *testing.B) {
 		ns := env.Namespace(b)
@@ -183,19 +187,4 @@ func statusCalls(b *testing.B, h *harness, wf *wfv1.Workflow, requests *atomic.I
 	if requests != nil {
 		b.ReportMetric(float64(requests.Load()-before)/float64(len(all)), "api-requests/call")
 	}
-}
-
-// rssMB is this process's resident set, from /proc.
-func rssMB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return float64(kb) / 1024
-		}
-	}
-	return 0
 }
