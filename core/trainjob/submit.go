@@ -27,31 +27,32 @@ type Client interface {
 // command all land on the same job. Racing submitters are settled by the apiserver's
 // AlreadyExists.
 //
+// It creates first and reads only when the create fails, so a new job (the common case: the
+// faces find a tracked job in their caches before they get here) costs one request, whatever
+// c reads from. A replay costs the refused create and a read. The read also follows refusals
+// other than AlreadyExists: admission (a quota, a webhook) can refuse a replayed create before
+// the store sees the name, and the job that exists is still the step's.
+//
 // tj is a *trainer.TrainJob, or the unstructured form Plan.Object makes for fields the typed API
 // no longer has (Trainer v2.1's podTemplateOverrides).
 func Submit(ctx context.Context, c Client, tj client.Object, id Identity) (*trainer.TrainJob, bool, error) {
-	existing := &trainer.TrainJob{}
-	err := c.Get(ctx, client.ObjectKeyFromObject(tj), existing)
-	switch {
-	case err == nil:
-		return adopt(existing, id)
-	case !apierrors.IsNotFound(err):
-		return nil, false, fmt.Errorf("looking up TrainJob %s/%s: %w", tj.GetNamespace(), tj.GetName(), err)
-	}
 	created, ok := tj.DeepCopyObject().(client.Object)
 	if !ok {
 		return nil, false, fmt.Errorf("TrainJob %s/%s cannot be copied", tj.GetNamespace(), tj.GetName())
 	}
-	if err := c.Create(ctx, created); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, false, fmt.Errorf("creating TrainJob %s/%s: %w", tj.GetNamespace(), tj.GetName(), err)
-		}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(tj), existing); err != nil {
-			return nil, false, fmt.Errorf("reading TrainJob %s/%s created concurrently: %w", tj.GetNamespace(), tj.GetName(), err)
-		}
-		return adopt(existing, id)
+	err := c.Create(ctx, created)
+	if err == nil {
+		return typed(created)
 	}
-	return typed(created)
+	existing := &trainer.TrainJob{}
+	rerr := c.Get(ctx, client.ObjectKeyFromObject(tj), existing)
+	switch {
+	case rerr == nil:
+		return adopt(existing, id)
+	case apierrors.IsAlreadyExists(err):
+		return nil, false, fmt.Errorf("reading TrainJob %s/%s created concurrently: %w", tj.GetNamespace(), tj.GetName(), rerr)
+	}
+	return nil, false, fmt.Errorf("creating TrainJob %s/%s: %w", tj.GetNamespace(), tj.GetName(), err)
 }
 
 // typed returns the created object as a TrainJob (an unstructured one is converted; the fields

@@ -39,24 +39,56 @@ type result struct {
 	notice   *time.Duration // terminal condition → this reply
 }
 
-// executeTemplate answers one call. It never returns an error the agent would treat as fatal for
-// a step that may still succeed: API trouble is a Pending reply with a requeue.
-func (p *Plugin) executeTemplate(ctx context.Context, args executor.ExecuteTemplateArgs) result {
+// call is a request as parsed: what to answer without reading the cluster (early: not ours, or
+// invalid), or the step to follow (req). It depends only on the request body and is shared by
+// every call with that body, so nothing may change it.
+type call struct {
+	template string // the template's name, for the log
+	workflow string // namespace/name, for the log
+	req      *request
+	early    *result
+}
+
+// parseCall reads a decoded request: whether it is ours, and the step it asks for.
+func (p *Plugin) parseCall(args executor.ExecuteTemplateArgs) *call {
+	c := &call{}
+	if args.Template != nil {
+		c.template = args.Template.Name
+	}
+	if args.Workflow != nil {
+		c.workflow = args.Workflow.ObjectMeta.Namespace + "/" + args.Workflow.ObjectMeta.Name
+	}
+	early := func(r result) *call {
+		c.early = &r
+		return c
+	}
 	body, err := pluginBody(args.Template, p.opts.Key)
 	if err != nil || body == nil {
-		return result{outcome: outcomeForeign} // not ours: 200 {} and the agent asks the next plugin
+		return early(result{outcome: outcomeForeign}) // not ours: 200 {} and the agent asks the next plugin
 	}
 	if args.Workflow == nil || args.Workflow.ObjectMeta.UID == "" || args.Workflow.ObjectMeta.Namespace == "" {
-		return p.failed(nil, outcomeInvalid, "the request names no workflow (metadata.uid and metadata.namespace are required)")
+		return early(p.failed(nil, outcomeInvalid, "the request names no workflow (metadata.uid and metadata.namespace are required)"))
 	}
 	req, err := parseRequest(args, p.opts.Key, body)
 	if err != nil {
-		return p.failed(nil, outcomeInvalid, err.Error())
+		return early(p.failed(nil, outcomeInvalid, err.Error()))
 	}
 	if req.Namespace != p.opts.Namespace {
-		return p.failed(req, outcomeInvalid, fmt.Sprintf("this trainstep plugin serves namespace %s, not %s: install it in the workflow's namespace", p.opts.Namespace, req.Namespace))
+		return early(p.failed(req, outcomeInvalid, fmt.Sprintf("this trainstep plugin serves namespace %s, not %s: install it in the workflow's namespace", p.opts.Namespace, req.Namespace)))
 	}
-	if !p.waitSynced(ctx, p.syncWait()) {
+	c.req = req
+	return c
+}
+
+// execute answers one parsed call once ready says the cache has listed. It never returns an
+// error the agent would treat as fatal for a step that may still succeed: API trouble is a
+// Pending reply with a requeue.
+func (p *Plugin) execute(ctx context.Context, c *call, ready func(context.Context) bool) result {
+	if c.early != nil {
+		return *c.early
+	}
+	req := c.req
+	if !ready(ctx) {
 		return p.pending(req, "", "trainstep is still reading the cluster (informer cache not synced)")
 	}
 	wf, err := p.workflowOf(ctx, p.reader, req)
@@ -137,10 +169,11 @@ func (p *Plugin) syncWait() time.Duration {
 	return 5 * time.Second
 }
 
-// workflowOf reads the request's Workflow; nil when there is none with the request's UID.
+// workflowOf reads the request's Workflow; nil when there is none with the request's UID. From a
+// cache it is the cached object itself (no copy of its node statuses per call): read it only.
 func (p *Plugin) workflowOf(ctx context.Context, r client.Reader, req *request) (*wfv1.Workflow, error) {
 	wf := &wfv1.Workflow{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Workflow.Name}, wf); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Workflow.Name}, wf, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -162,10 +195,11 @@ func runOf(wf *wfv1.Workflow) string {
 	return strconv.FormatInt(wf.Status.StartedAt.Unix(), 10)
 }
 
-// cached returns the identity's TrainJob as the cache has it.
+// cached returns the identity's TrainJob as the cache has it, sharing the cache's maps and
+// slices (no copy per call): read it only.
 func (p *Plugin) cached(ctx context.Context, id trainjob.Identity) (*trainer.TrainJob, bool) {
 	tj := &trainer.TrainJob{}
-	if err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.opts.Namespace, Name: id.Name()}, tj); err != nil || !id.Owns(tj.Labels) {
+	if err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.opts.Namespace, Name: id.Name()}, tj, client.UnsafeDisableDeepCopy); err != nil || !id.Owns(tj.Labels) {
 		return nil, false
 	}
 	return tj, true
@@ -243,7 +277,7 @@ func (p *Plugin) follow(ctx context.Context, req *request, tj *trainer.TrainJob)
 			return p.inProgress(ctx, req, v, p.clock.Since(start))
 		}
 		cur := &trainer.TrainJob{}
-		if err := p.reader.Get(ctx, key, cur); err != nil {
+		if err := p.reader.Get(ctx, key, cur, client.UnsafeDisableDeepCopy); err != nil {
 			if apierrors.IsNotFound(err) {
 				return p.failed(req, string(wfv1.NodeFailed), fmt.Sprintf("TrainJob %s was deleted before it finished", key.Name))
 			}
@@ -290,15 +324,16 @@ func (p *Plugin) release() {
 	p.metrics.held.Dec()
 }
 
-// snapshot is the TrainJob with its pods and Events, as the cache has them.
+// snapshot is the TrainJob with its pods and Events, as the cache has them (shallow copies:
+// Decide only reads).
 func (p *Plugin) snapshot(ctx context.Context, tj *trainer.TrainJob) trainjob.Snapshot {
 	s := trainjob.Snapshot{TrainJob: tj, Now: p.clock.Now()}
 	pods := &corev1.PodList{}
-	if err := p.cache.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingFields{trainjob.IndexPodJobSet: tj.Name}); err == nil {
+	if err := p.cache.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingFields{trainjob.IndexPodJobSet: tj.Name}, client.UnsafeDisableDeepCopy); err == nil {
 		s.Pods = pods.Items
 	}
 	events := &corev1.EventList{}
-	if err := p.cache.List(ctx, events, client.InNamespace(tj.Namespace), client.MatchingFields{trainjob.IndexEventObject: tj.Name}); err == nil {
+	if err := p.cache.List(ctx, events, client.InNamespace(tj.Namespace), client.MatchingFields{trainjob.IndexEventObject: tj.Name}, client.UnsafeDisableDeepCopy); err == nil {
 		s.Events = events.Items
 	}
 	return s

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/argoproj/argo-workflows/v3/pkg/plugins/executor"
@@ -31,7 +33,8 @@ func (p *Plugin) Handler() http.Handler {
 		p.log.Error("panic in a request", "path", c.Request.URL.Path, "error", fmt.Sprint(err))
 		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": "internal error"})
 	}))
-	r.POST(ExecutePath, p.handleExecute)
+	exec := &executeHandler{p: p, calls: newCallMemo()}
+	r.POST(ExecutePath, exec.serve)
 	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
 	r.GET("/readyz", func(c *gin.Context) {
 		if !p.Synced(c.Request.Context()) {
@@ -84,7 +87,17 @@ func (p *Plugin) MetricsAddr() string {
 	return ""
 }
 
-func (p *Plugin) handleExecute(c *gin.Context) {
+// executeHandler serves the execute path. The agent sends a tracked step's request again and
+// again, byte for byte, every requeue: the handler keeps what each body parsed to (calls), so a
+// status call decodes no JSON and parses no step spec.
+type executeHandler struct {
+	p      *Plugin
+	calls  *callMemo
+	synced atomic.Bool // the cache has listed once; it stays listed
+}
+
+func (h *executeHandler) serve(c *gin.Context) {
+	p := h.p
 	start := time.Now()
 	ok, err := p.tokens.allows(c.GetHeader("Authorization"))
 	if err != nil {
@@ -107,30 +120,35 @@ func (p *Plugin) handleExecute(c *gin.Context) {
 		c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": "reading the request: " + err.Error()})
 		return
 	}
-	var args executor.ExecuteTemplateArgs
-	if err := json.Unmarshal(body, &args); err != nil {
-		p.count(outcomeBadRequest)
-		c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": "decoding the request: " + err.Error()})
-		return
-	}
-	if args.Template == nil {
-		p.count(outcomeBadRequest)
-		c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": "the request has no template"})
-		return
+	call, ok := h.calls.get(body)
+	if !ok {
+		var args executor.ExecuteTemplateArgs
+		if err := json.Unmarshal(body, &args); err != nil {
+			p.count(outcomeBadRequest)
+			c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": "decoding the request: " + err.Error()})
+			return
+		}
+		if args.Template == nil {
+			p.count(outcomeBadRequest)
+			c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": "the request has no template"})
+			return
+		}
+		call = p.parseCall(args)
+		h.calls.put(body, call)
 	}
 	// The agent gives up on a call after 30 s; never hold one that long.
 	ctx, cancel := context.WithTimeout(c.Request.Context(), agentTimeout-2*time.Second)
 	defer cancel()
-	res := p.executeTemplate(ctx, args)
+	res := p.execute(ctx, call, h.ready)
 	p.count(res.outcome)
 	p.metrics.hold.Observe(res.held.Seconds())
 	if res.notice != nil {
 		p.metrics.notice.Observe(res.notice.Seconds())
 	}
 	if res.outcome != outcomeForeign {
-		attrs := []any{"outcome", res.outcome, "duration", time.Since(start).String(), "template", args.Template.Name}
-		if args.Workflow != nil {
-			attrs = append(attrs, "workflow", args.Workflow.ObjectMeta.Namespace+"/"+args.Workflow.ObjectMeta.Name)
+		attrs := []any{"outcome", res.outcome, "duration", time.Since(start).String(), "template", call.template}
+		if call.workflow != "" {
+			attrs = append(attrs, "workflow", call.workflow)
 		}
 		if res.req != nil {
 			attrs = append(attrs, "step", res.req.Key, "attempt", res.req.Attempt)
@@ -144,6 +162,64 @@ func (p *Plugin) handleExecute(c *gin.Context) {
 		p.log.Info("execute", attrs...)
 	}
 	c.JSON(http.StatusOK, res.reply)
+}
+
+// ready waits for the cache's first list (up to syncWait), once: informers stay listed.
+func (h *executeHandler) ready(ctx context.Context) bool {
+	if h.synced.Load() {
+		return true
+	}
+	if !h.p.waitSynced(ctx, h.p.syncWait()) {
+		return false
+	}
+	h.synced.Store(true)
+	return true
+}
+
+// Bounds of the parsed-request memo. A sidecar serves one workflow, whose steps are a few dozen
+// bodies of a few KB; the bounds only stop a namespace-wide sidecar or abuse from growing it.
+const (
+	memoMaxCalls = 1024
+	memoMaxBytes = 4 << 20
+	memoMaxBody  = 64 << 10
+)
+
+// callMemo maps a request body to what it parsed to. Parsing is a pure function of the body
+// (and the plugin's options), so a remembered call is the same answer the parse would give.
+type callMemo struct {
+	mu    sync.RWMutex
+	calls map[string]*call
+	bytes int
+}
+
+func newCallMemo() *callMemo { return &callMemo{calls: map[string]*call{}} }
+
+func (m *callMemo) get(body []byte) (*call, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	c, ok := m.calls[string(body)]
+	return c, ok
+}
+
+func (m *callMemo) put(body []byte, c *call) {
+	if len(body) > memoMaxBody {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.calls[string(body)]; ok {
+		return
+	}
+	// Over a bound, forget arbitrary calls (map order): a forgotten one is parsed again.
+	for k := range m.calls {
+		if len(m.calls) < memoMaxCalls && m.bytes+len(body) <= memoMaxBytes {
+			break
+		}
+		delete(m.calls, k)
+		m.bytes -= len(k)
+	}
+	m.calls[string(body)] = c
+	m.bytes += len(body)
 }
 
 func (p *Plugin) count(outcome string) { p.metrics.calls.WithLabelValues(outcome).Inc() }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -56,4 +57,34 @@ func TestMetricsStayOnLoopbackByDefault(t *testing.T) {
 	require.NotNil(t, ip, o.MetricsAddr)
 	assert.True(t, ip.IsLoopback(), "metrics are unauthenticated: %s must be loopback", o.MetricsAddr)
 	assert.NotEqual(t, o.Addr, o.MetricsAddr)
+}
+
+// TestCallMemoIsBounded: the parsed-request memo keeps at most memoMaxCalls bodies and
+// memoMaxBytes in all, skips bodies over memoMaxBody, and gives back what was put.
+func TestCallMemoIsBounded(t *testing.T) {
+	m := newCallMemo()
+	first := &call{template: "first"}
+	m.put([]byte("body-0"), first)
+	got, ok := m.get([]byte("body-0"))
+	require.True(t, ok)
+	assert.Same(t, first, got)
+	for i := range 3 * memoMaxCalls {
+		m.put([]byte(fmt.Sprintf("body-%d", i)), &call{})
+	}
+	assert.LessOrEqual(t, len(m.calls), memoMaxCalls)
+	big := make([]byte, memoMaxBody/2)
+	for i := range 3 * memoMaxBytes / len(big) {
+		big[0] = byte(i)
+		big[1] = byte(i >> 8)
+		m.put(big, &call{})
+	}
+	assert.LessOrEqual(t, m.bytes, memoMaxBytes)
+	sum := 0
+	for k := range m.calls {
+		sum += len(k)
+	}
+	assert.Equal(t, sum, m.bytes, "the byte count follows the bodies kept")
+	m.put(make([]byte, memoMaxBody+1), &call{})
+	_, ok = m.get(make([]byte, memoMaxBody+1))
+	assert.False(t, ok, "a body over memoMaxBody is not kept")
 }

@@ -22,6 +22,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/plugin/argo"
@@ -103,6 +104,12 @@ type harness struct {
 // startPlugin runs a plugin for ns on a free port until the test ends (or h.stop()).
 func startPlugin(t testing.TB, ns string, mod func(*argo.Options)) *harness {
 	t.Helper()
+	return startPluginWith(t, env.Config, ns, mod)
+}
+
+// startPluginWith is startPlugin on a config of the caller's (one that counts requests).
+func startPluginWith(t testing.TB, cfg *rest.Config, ns string, mod func(*argo.Options)) *harness {
+	t.Helper()
 	dir := t.TempDir()
 	token := uuid.NewString()
 	tokenFile := filepath.Join(dir, "token")
@@ -111,7 +118,7 @@ func startPlugin(t testing.TB, ns string, mod func(*argo.Options)) *harness {
 	if mod != nil {
 		mod(&opts)
 	}
-	p, err := argo.New(env.Config, opts)
+	p, err := argo.New(cfg, opts)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
