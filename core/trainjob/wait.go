@@ -26,14 +26,10 @@ var ErrDeleted = errors.New("the TrainJob was deleted before it finished")
 // ErrForbidden means the caller may not read what following a TrainJob needs.
 var ErrForbidden = errors.New("forbidden")
 
-// Waiter follows one TrainJob and its pods with watches until it is terminal. It never polls.
-// The TrainJob is read from a watch the wait consumes itself (listed again after a 410 Gone or a
-// dropped stream), so its terminal event reaches the decision straight from the decoder: an
-// informer would add three hand-offs between goroutines (its FIFO, processor and listener), the
-// most of what a wait cost over a bare watch. Its pods and the Events about it, which only shape
-// the message on the way, come through informers. The three watches are streams of the Client's
-// HTTP/2 connection, not connections of their own, when the Client's HTTP client is shared
-// (internal/cli's run shares one with the log stream).
+// Waiter follows one TrainJob and its pods with watches (informers, so a 410 Gone relists and
+// resumes) until it is terminal. It never polls. Its three watches (the TrainJob, its pods, the
+// Events about it) are streams of the Client's HTTP/2 connection, not connections of their own,
+// when the Client's HTTP client is shared (internal/cli's run shares one with the log stream).
 type Waiter struct {
 	Client client.WithWatch
 	Logs   LogSource
@@ -75,6 +71,9 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 		UpdateFunc: func(any, any) { poke(changed) },
 		DeleteFunc: func(any) { poke(changed) },
 	}
+	jobs := cache.NewSharedIndexInformer(listWatch(w.Client, &trainer.TrainJobList{}, namespace, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	}), &trainer.TrainJob{}, 0, cache.Indexers{})
 	pods := cache.NewSharedIndexInformer(listWatch(w.Client, &corev1.PodList{}, namespace, func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.Set{LabelJobSetName: name}.String()
 	}), &corev1.Pod{}, 0, cache.Indexers{})
@@ -82,22 +81,21 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 		o.FieldSelector = fields.Set{"involvedObject.kind": trainer.TrainJobKind, "involvedObject.name": name}.String()
 	}), &corev1.Event{}, 0, cache.Indexers{})
 	// The watch caches keep only what Decide reads.
+	_ = jobs.SetTransform(StripManagedFields)
 	_ = pods.SetTransform(TrimPod)
 	_ = events.SetTransform(StripManagedFields)
-	for what, inf := range map[string]cache.SharedIndexInformer{"pods": pods, "events": events} {
+	for what, inf := range map[string]cache.SharedIndexInformer{"trainjobs": jobs, "pods": pods, "events": events} {
 		if _, err := inf.AddEventHandler(notify); err != nil {
 			return Observation{}, fmt.Errorf("watching TrainJob %s/%s: %w", namespace, name, err)
 		}
 		// A list the caller may not make is retried forever by the reflector: end the wait instead.
 		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 			if apierrors.IsForbidden(err) {
-				stop(forbidden(what, namespace, err))
+				stop(fmt.Errorf("%w: following a TrainJob needs get, list and watch on %s in namespace %s: %w", ErrForbidden, what, namespace, err))
 			}
 		})
 		go inf.RunWithContext(ctx)
 	}
-	job := &jobWatch{c: w.Client, namespace: namespace, name: name}
-	defer job.close()
 	d := opts.deadlines()
 	// The deadline is armed before the caches sync (when the caller knows when it starts).
 	var timer *time.Timer
@@ -121,39 +119,32 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 		deadline = wake(d.Since.Add(d.Timeout))
 	}
 	synced := make(chan bool, 1)
-	go func() { synced <- cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, events.HasSynced) }()
-	tj, err := job.sync(ctx)
-	for cachesSynced := false; err != nil || !cachesSynced; {
-		if err != nil && apierrors.IsForbidden(err) {
-			return Observation{}, forbidden("trainjobs", namespace, err)
-		}
-		select {
-		case ok := <-synced:
-			if !ok {
-				return Observation{}, fmt.Errorf("watching TrainJob %s/%s: %w", namespace, name, context.Cause(ctx))
-			}
-			cachesSynced = true
-		case <-job.retry():
-			tj, err = job.sync(ctx)
-		case <-deadline:
-			// The watches never synced: decide from the apiserver's word alone.
-			tj := &trainer.TrainJob{}
-			if err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, tj); err != nil {
-				return Observation{}, fmt.Errorf("the step's timeout passed while its watches were still syncing, and reading TrainJob %s/%s failed: %w", namespace, name, err)
-			}
-			return Conclude(ctx, w.Client, w.tailer(), Decide(Snapshot{TrainJob: tj, Now: w.now()}, d))
-		case <-ctx.Done():
+	go func() { synced <- cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, pods.HasSynced, events.HasSynced) }()
+	select {
+	case ok := <-synced:
+		if !ok {
 			return Observation{}, fmt.Errorf("watching TrainJob %s/%s: %w", namespace, name, context.Cause(ctx))
 		}
+	case <-deadline:
+		// The watches never synced: decide from the apiserver's word alone.
+		tj := &trainer.TrainJob{}
+		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, tj); err != nil {
+			return Observation{}, fmt.Errorf("the step's timeout passed while its watches were still syncing, and reading TrainJob %s/%s failed: %w", namespace, name, err)
+		}
+		return Conclude(ctx, w.Client, w.tailer(), Decide(Snapshot{TrainJob: tj, Now: w.now()}, d))
 	}
 
 	var last Observation
 	for {
-		if tj == nil {
+		obj, exists, err := jobs.GetStore().GetByKey(namespace + "/" + name)
+		if err != nil {
+			return last, fmt.Errorf("reading TrainJob %s/%s from the watch cache: %w", namespace, name, err)
+		}
+		if !exists {
 			return last, fmt.Errorf("waiting for TrainJob %s/%s: %w", namespace, name, ErrDeleted)
 		}
 		v := Decide(Snapshot{
-			TrainJob: tj,
+			TrainJob: obj.(*trainer.TrainJob),
 			Pods:     listOf[corev1.Pod](pods.GetStore()),
 			Events:   listOf[corev1.Event](events.GetStore()),
 			Now:      w.now(),
@@ -176,165 +167,12 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 			last.FailedPod = v.TailPod
 		}
 		deadline = wake(v.Wake)
-		// Wait for news: the TrainJob's watch, its pods' and Events' informers, a deadline.
-		for news := false; !news; {
-			select {
-			case ev, ok := <-job.results():
-				var err error
-				if news, err = job.handle(ctx, ev, ok, &tj); err != nil && apierrors.IsForbidden(err) {
-					return last, forbidden("trainjobs", namespace, err)
-				}
-			case <-job.retry():
-				var err error
-				if tj, err = job.sync(ctx); err == nil {
-					news = true
-				} else if apierrors.IsForbidden(err) {
-					return last, forbidden("trainjobs", namespace, err)
-				}
-			case <-changed:
-				news = true
-			case <-deadline:
-				news = true
-			case <-ctx.Done():
-				return last, fmt.Errorf("waiting for TrainJob %s/%s: %w", namespace, name, context.Cause(ctx))
-			}
+		select {
+		case <-changed:
+		case <-deadline:
+		case <-ctx.Done():
+			return last, fmt.Errorf("waiting for TrainJob %s/%s: %w", namespace, name, context.Cause(ctx))
 		}
-	}
-}
-
-func forbidden(what, namespace string, err error) error {
-	return fmt.Errorf("%w: following a TrainJob needs get, list and watch on %s in namespace %s: %w", ErrForbidden, what, namespace, err)
-}
-
-// jobWatch is the watch on the one TrainJob a wait follows: list, then watch from the list's
-// version; a dropped stream is watched again from the last version seen, a 410 Gone is listed
-// again, and a failure is retried after a backoff (retry) instead of at once.
-type jobWatch struct {
-	c               client.WithWatch
-	namespace, name string
-	rv              string
-	w               watch.Interface
-	backoff         time.Duration
-	timer           *time.Timer
-}
-
-// Backoff of a failed list or watch: doubling from jobRetryFirst up to jobRetryCap.
-const (
-	jobRetryFirst = 100 * time.Millisecond
-	jobRetryCap   = 10 * time.Second
-)
-
-func (j *jobWatch) options() []client.ListOption {
-	return []client.ListOption{client.InNamespace(j.namespace), &client.ListOptions{Raw: &metav1.ListOptions{
-		FieldSelector:       fields.OneTermEqualSelector("metadata.name", j.name).String(),
-		ResourceVersion:     j.rv,
-		AllowWatchBookmarks: true,
-	}}}
-}
-
-// sync lists the TrainJob (nil: there is none) and watches from there. On an error the next
-// attempt is armed (retry).
-func (j *jobWatch) sync(ctx context.Context) (*trainer.TrainJob, error) {
-	j.close()
-	j.rv = ""
-	l := &trainer.TrainJobList{}
-	if err := j.c.List(ctx, l, j.options()...); err != nil {
-		j.fail()
-		return nil, fmt.Errorf("listing TrainJob %s/%s: %w", j.namespace, j.name, err)
-	}
-	j.rv = l.ResourceVersion
-	if err := j.open(ctx); err != nil {
-		return nil, err
-	}
-	for i := range l.Items {
-		if l.Items[i].Name == j.name {
-			return &l.Items[i], nil
-		}
-	}
-	return nil, nil
-}
-
-func (j *jobWatch) open(ctx context.Context) error {
-	w, err := j.c.Watch(ctx, &trainer.TrainJobList{}, j.options()...)
-	if err != nil {
-		j.fail()
-		return fmt.Errorf("watching TrainJob %s/%s: %w", j.namespace, j.name, err)
-	}
-	j.w, j.backoff = w, 0
-	return nil
-}
-
-// handle takes one event of the watch (ok false: the stream ended) into *tj, and says whether
-// there is news to decide on. An error is one the caller cannot wait out (a 403).
-func (j *jobWatch) handle(ctx context.Context, ev watch.Event, ok bool, tj **trainer.TrainJob) (bool, error) {
-	if !ok {
-		// The apiserver ends watches now and then: carry on from the last version seen.
-		j.close()
-		if err := j.open(ctx); err != nil {
-			return false, err
-		}
-		return false, nil
-	}
-	switch ev.Type {
-	case watch.Added, watch.Modified:
-		if o, isJob := ev.Object.(*trainer.TrainJob); isJob && o.Name == j.name {
-			j.rv = o.ResourceVersion
-			*tj = o
-			return true, nil
-		}
-	case watch.Deleted:
-		*tj = nil
-		return true, nil
-	case watch.Bookmark:
-		if o, isJob := ev.Object.(*trainer.TrainJob); isJob {
-			j.rv = o.ResourceVersion
-		}
-	case watch.Error:
-		// 410 Gone (the version is too old) or another failure: list again (or, failing that,
-		// after the backoff).
-		cur, err := j.sync(ctx)
-		if err != nil {
-			return false, err
-		}
-		*tj = cur
-		return true, nil
-	}
-	return false, nil
-}
-
-// fail arms the next attempt after the backoff.
-func (j *jobWatch) fail() {
-	j.backoff = min(max(2*j.backoff, jobRetryFirst), jobRetryCap)
-	if j.timer != nil {
-		j.timer.Stop()
-	}
-	j.timer = time.NewTimer(j.backoff)
-}
-
-// results are the watch's events; nil (never ready) while there is no watch.
-func (j *jobWatch) results() <-chan watch.Event {
-	if j.w == nil {
-		return nil
-	}
-	return j.w.ResultChan()
-}
-
-// retry fires when a failed list or watch is due again; nil when none failed.
-func (j *jobWatch) retry() <-chan time.Time {
-	if j.w != nil || j.timer == nil {
-		return nil
-	}
-	return j.timer.C
-}
-
-// close stops the watch (and a pending retry).
-func (j *jobWatch) close() {
-	if j.timer != nil {
-		j.timer.Stop()
-	}
-	if j.w != nil {
-		j.w.Stop()
-		j.w = nil
 	}
 }
 
