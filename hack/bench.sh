@@ -71,10 +71,10 @@ if want sidecar; then
 	TRAINSTEP_BENCH_JOBS=$JOBS run sidecar ./test/integration/argo/ -run '^$' -bench '^BenchmarkSidecarRSS$' -benchtime 1x
 fi
 if want fleet; then
-	TRAINSTEP_BENCH_FLEET=$FLEET run fleet ./test/integration/argo/ -run '^$' -bench '^BenchmarkSidecarFleet$' -benchtime 1x
+	TRAINSTEP_BENCH_SIDECARS=$FLEET run fleet ./test/integration/argo/ -run '^$' -bench '^BenchmarkSidecarFleet$' -benchtime 1x
 fi
 if want calls; then
-	run calls ./test/integration/argo/ -run '^$' -bench '^BenchmarkStatusCalls$' -benchtime 5s
+	run calls ./test/integration/argo/ -run '^$' -bench '^BenchmarkStatusCalls$' -benchtime 20000x
 fi
 if want tekton; then
 	TRAINSTEP_BENCH_RUNS=$RUNS run tekton ./test/integration/tekton/ -run '^$' -bench '^BenchmarkConcurrentRuns$' -benchtime 1x
@@ -177,19 +177,47 @@ $(table "$tmp/sidecar.out")
 
 ## Argo: ${FLEET} workflows at once, one sidecar each (\`BenchmarkSidecarFleet\`)
 
+${FLEET} real \`executor argo-plugin --workflow wf-i\` processes in one namespace against one
+apiserver, each with one training step whose first call created its TrainJob and is held, as
+the agent calls. \`rss-MB-sum\` and \`apiserver-watches\` (the WATCH series of the apiserver's
+\`apiserver_longrunning_requests\`, this fleet's added watches: TrainJobs, pods, Events, the
+Workflow and the two runtime kinds, 6 per sidecar) are read while every call is held; then each
+TrainJob is completed while its call is held, and \`notice\` runs from that status write to the
+held call's terminal reply: trainstep's own part of the hand-off.
+
 $(table "$tmp/fleet.out")
 
 ## Argo: \`template.execute\` on tracked jobs (\`BenchmarkStatusCalls\`)
 
-Status calls (not held) on 1,000 tracked TrainJobs, answered from the informer cache.
+Status calls (not held: \`--hold-max 0\`) on 1,000 tracked TrainJobs, from 16 concurrent
+clients sharing one HTTP client, as the agent's 16 task workers (\`ARGO_AGENT_TASK_WORKERS\`)
+call. \`plugin=sidecar\` is the real sidecar process (its RSS with 1,000 jobs in its cache);
+\`plugin=in-process\` is the plugin in the benchmark's process, to count its API requests.
+Clients, sidecar and apiserver share the machine's cores.
 
 $(table "$tmp/calls.out")
 
 ## Tekton: ${RUNS} CustomRuns live at once on one controller (\`BenchmarkConcurrentRuns\`)
 
+The real \`executor tekton-controller\` binary (\`--kube-api-qps 500\`: at the default 50 it takes
+about 10 minutes only to start 10,000 runs) with ${RUNS} CustomRuns created 16 at a time, held
+running by the Trainer simulator until all are running, then completed one at a time.
+\`api-requests/run\` is every request of the controller's user in the apiserver's audit log from
+its start to the last run finished, divided by the runs (a create, three status writes, one
+Event; no LIST, no TrainJob read); \`notice\` runs from the TrainJob's terminal status write to
+the CustomRun's terminal condition; \`rss-MB\` with every run live, \`peak-rss-MB\` the high water.
+
 $(table "$tmp/tekton.out")
 
 ## The core: notice and submit against the bare client (\`BenchmarkNotice\`, \`BenchmarkSubmit\`)
+
+\`wait=watch-vs-bare\`: trainstep's wait (TrainJob, pods and Events followed) and a bare
+client-go watch on the same kind of object (listed, then watched from that version, as
+\`kubectl wait\` does), alternated per iteration on fresh TrainJobs once the simulator has made
+their pods; \`ratio-p50\` is trainstep's p50 over the bare watch's. \`submit=new-vs-bare\`:
+trainstep's Submit on the faces' path (reads from an informer cache, writes through the client)
+alternated with a bare create; \`submit=replay\` submits a job that exists (a refused create,
+then a cache read).
 
 $(table "$tmp/core.out")
 
