@@ -190,10 +190,26 @@ $(table "$tmp/fleet.out")
 ## Argo: \`template.execute\` on tracked jobs (\`BenchmarkStatusCalls\`)
 
 Status calls (not held: \`--hold-max 0\`) on 1,000 tracked TrainJobs, from 16 concurrent
-clients sharing one HTTP client, as the agent's 16 task workers (\`ARGO_AGENT_TASK_WORKERS\`)
-call. \`plugin=sidecar\` is the real sidecar process (its RSS with 1,000 jobs in its cache);
-\`plugin=in-process\` is the plugin in the benchmark's process, to count its API requests.
-Clients, sidecar and apiserver share the machine's cores.
+clients, as the agent's 16 task workers (\`ARGO_AGENT_TASK_WORKERS\`) call, each client on a
+kept-alive connection. (The agent's own client keeps Go's default two idle connections per host
+and dials anew beyond two calls in flight; at thousands of calls a second that fills the
+loopback's ephemeral ports with TIME_WAIT sockets and measures the kernel's port search rather
+than the plugin.) \`load=flat-out\`: each client calls again as soon as its call returns, so
+\`calls/s\` is the most the server answers and the latency is mostly queueing (16 calls in flight
+on the machine's cores). \`load=2000-per-s\`: calls due at 2,000 a second, open loop, each call's
+latency counted from when it was due, so a stall anywhere (client, kernel, server) shows in the
+tail rather than slowing the load.
+
+- \`plugin=sidecar\`: the real sidecar process. \`call-\` figures are what the clients see;
+  \`handler-\` figures the sidecar's own account of the same calls (the duration it logs per
+  call: token check to reply rendered); \`sidecar-rss-MB\` with 1,000 jobs in its cache.
+- \`plugin=canned-reply\`: the floor: a process that answers every call with the bytes of one
+  of the sidecar's replies and does nothing else, under the same clients and load. What an HTTP
+  call between two processes costs on this machine; the sidecar's \`call-\` figures carry it too.
+- \`plugin=in-process\`: the plugin in the benchmark's process, to count its API requests (its
+  latency also carries the benchmark's own collector and simulator).
+
+Clients, servers and apiserver share the machine's cores.
 
 $(table "$tmp/calls.out")
 

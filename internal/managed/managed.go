@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trainstep/trainstep/internal/restmapping"
 )
 
 // Options are what every controller of trainstep's sets the same way.
@@ -46,6 +48,7 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, c cache.Options, o Options) (
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         c,
+		MapperProvider:                restmapping.NewDynamic, // the cache asks it on every read
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElection,

@@ -429,7 +429,7 @@ func outputs(obs trainjob.Observation, declared []string) *wfv1.Outputs {
 			values[n] = ""
 		}
 	}
-	out := &wfv1.Outputs{}
+	out := &wfv1.Outputs{Parameters: make([]wfv1.Parameter, 0, len(values))}
 	for _, n := range trainjob.OrderedNames(values) {
 		out.Parameters = append(out.Parameters, wfv1.Parameter{Name: n, Value: wfv1.AnyStringPtr(values[n])})
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/trainers"
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/restmapping"
 )
 
 // Plugin is the executor plugin: an HTTP face over an informer cache of the namespace's
@@ -71,7 +72,17 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	api, err := client.New(cfg, client.Options{Scheme: scheme})
+	// One HTTP client and one memoized mapper for the client and the cache: the cache asks the
+	// mapper on every read (see package restmapping).
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
+	}
+	mapper, err := restmapping.NewDynamic(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
+	}
+	api, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: httpClient, Mapper: mapper})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
 	}
@@ -87,7 +98,9 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 			opts.Logger.Warn("caching every JobSet pod of the namespace: cannot tell whether the Trainer labels trainstep's pods", "error", err)
 		}
 	}
-	c, err := cache.New(cfg, cacheOptions(scheme, opts, owner, ownPods))
+	copts := cacheOptions(scheme, opts, owner, ownPods)
+	copts.HTTPClient, copts.Mapper = httpClient, mapper
+	c, err := cache.New(cfg, copts)
 	if err != nil {
 		return nil, fmt.Errorf("building the informer cache: %w", err)
 	}

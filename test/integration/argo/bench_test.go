@@ -1,17 +1,22 @@
 package argo_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,20 +88,34 @@ func complete(tb testing.TB, ns, name string) time.Time {
 const statusClients = 16
 
 // BenchmarkStatusCalls: status calls (not held) on tracked TrainJobs with 1,000 tracked, from
-// statusClients clients at once sharing one http.Client on the default transport, as the agent's
-// plugin client does (so most calls beyond the two kept-alive connections dial anew). The request
-// bodies are encoded once up front: encoding is the agent's cost, not the plugin's. Reports
-// calls/s and the per-call latency (call-p50-ms, call-p99-ms).
+// statusClients clients at once sharing one http.Client that keeps a connection per client (see
+// statusCalls for why not the agent's two). The request
+// bodies are encoded once up front: encoding is the agent's cost, not the plugin's. Each server is
+// measured two ways:
+//
+//   - load=flat-out: every client calls again as soon as its call returns: the most calls/s the
+//     server answers. Its latency is mostly queueing (statusClients calls in flight on 2 cores).
+//   - load=2000-per-s: calls due at 2,000 a second, open loop (the issue's throughput floor),
+//     each call's latency from when it was due rather than from when a client got to it, so a
+//     stall shows in the tail instead of slowing the load (no coordinated omission).
+//
+// Both report calls/s and the per-call latency the client sees (call-p50-ms, call-p99-ms).
 //
 //   - plugin=sidecar: the real `executor argo-plugin --workflow` process, as in an agent pod (it
-//     logs every call, as in production): the figure. Its heap and collector are its own; its
-//     RSS after the calls is sidecar-rss-MB.
+//     logs every call, as in production): the figure. handler-p50-ms and handler-p99-ms are the
+//     sidecar's own account of the same calls (the duration it logs: token check to reply
+//     rendered); its RSS after the calls is sidecar-rss-MB.
+//   - plugin=canned-reply: the floor. cannedserver, a process that answers every call with the
+//     bytes of one of the sidecar's replies and does nothing else, under the same clients and
+//     load: what an HTTP call between two processes costs on this machine, which the sidecar's
+//     figure carries too.
 //   - plugin=in-process: the plugin in this process, on a client that counts its requests:
 //     api-requests/call (none: every answer comes from the informer cache), and the handler
 //     path under -cpuprofile (the setup's creates are outside the timer but not outside the
 //     profile: focus on executeHandler). Its latency tail also carries this process's collector
 //     (the simulator, the apiserver clients, the bodies), which the sidecar's does not.
 func BenchmarkStatusCalls(b *testing.B) {
+	var reply []byte // one of the sidecar's replies, for the floor
 	b.Run("plugin=sidecar", func(b *testing.B) {
 		bin := filepath.Join(b.TempDir(), "executor")
 		build := exec.CommandContext(b.Context(), "go", "build", "-o", bin, "../../../cmd/executor")
@@ -108,22 +127,89 @@ func BenchmarkStatusCalls(b *testing.B) {
 		require.NoError(b, err)
 		require.NoError(b, s.start(b, bin, ns, ports[0], ports[1], "--hold-max", "0"))
 		b.Cleanup(s.stop)
-		statusCalls(b, s.h, s.wf, nil)
-		rss, _, err := argoharness.RSSMB(s.cmd.Process.Pid)
+		bodies := trackJobs(b, s.h, s.wf)
+		r, err := argotest.Call(b.Context(), s.h.URL, s.h.Token, bodies[0])
 		require.NoError(b, err)
-		b.ReportMetric(rss, "sidecar-rss-MB")
+		require.NotNil(b, r.Node, "body: %s", r.Body)
+		reply = r.Body
+		statusLoads(b, s.h, bodies, nil, func(b *testing.B, run func()) {
+			logged := len(s.log.String())
+			run()
+			var handler []time.Duration
+			// The log reaches this process through a pipe, a moment after the replies.
+			require.Eventually(b, func() bool {
+				handler = loggedDurations(b, s.log.String()[logged:])
+				return len(handler) >= b.N
+			}, testenv.Timeout, testenv.Interval, "the sidecar logs one execute line per call")
+			require.Len(b, handler, b.N, "the sidecar logs one execute line per call")
+			b.ReportMetric(ms(handler[len(handler)/2]), "handler-p50-ms")
+			b.ReportMetric(ms(handler[(len(handler)*99)/100]), "handler-p99-ms")
+			rss, _, err := argoharness.RSSMB(s.cmd.Process.Pid)
+			require.NoError(b, err)
+			b.ReportMetric(rss, "sidecar-rss-MB")
+		})
+	})
+	b.Run("plugin=canned-reply", func(b *testing.B) {
+		require.NotEmpty(b, reply, "the floor answers with a reply of the sidecar's: run plugin=sidecar first (-bench 'BenchmarkStatusCalls/plugin=(sidecar|canned-reply)')")
+		dir := b.TempDir()
+		bin, replyFile := filepath.Join(dir, "cannedserver"), filepath.Join(dir, "reply.json")
+		build := exec.CommandContext(b.Context(), "go", "build", "-o", bin, "./cannedserver")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		require.NoError(b, build.Run())
+		require.NoError(b, os.WriteFile(replyFile, reply, 0o600))
+		ports, err := harnessutil.FreePorts(1)
+		require.NoError(b, err)
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+		cmd := exec.CommandContext(context.WithoutCancel(b.Context()), bin, "--addr", addr, "--reply", replyFile)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		out, err := cmd.StdoutPipe()
+		require.NoError(b, err)
+		cmd.Stderr = os.Stderr
+		require.NoError(b, cmd.Start())
+		b.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+		line, err := bufio.NewReader(out).ReadString('\n')
+		require.NoError(b, err, "cannedserver did not start")
+		require.Equal(b, "ready\n", line)
+		// The request bodies matter only for their size: the floor reads them and answers the same.
+		body, err := json.Marshal(map[string]string{"pad": strings.Repeat("x", 4096)})
+		require.NoError(b, err)
+		statusLoads(b, &harness{URL: "http://" + addr}, [][]byte{body}, nil, func(_ *testing.B, run func()) { run() })
 	})
 	b.Run("plugin=in-process", func(b *testing.B) {
 		ns := env.Namespace(b)
 		var requests atomic.Int64
 		h := startPluginWith(b, countingConfig(&requests), ns, func(o *argo.Options) { o.HoldMax = 0 })
-		statusCalls(b, h, workflow(b, ns), &requests)
+		bodies := trackJobs(b, h, workflow(b, ns))
+		statusLoads(b, h, bodies, &requests, func(_ *testing.B, run func()) { run() })
 	})
 }
 
-// statusCalls tracks 1,000 TrainJobs on the plugin h, then times b.N status calls about them.
-// requests, when not nil, counts the plugin's API requests.
-func statusCalls(b *testing.B, h *harness, wf *wfv1.Workflow, requests *atomic.Int64) {
+// loggedDurations returns, sorted, the duration of every execute line in the sidecar's log.
+func loggedDurations(b *testing.B, log string) []time.Duration {
+	var ds []time.Duration
+	for line := range strings.Lines(log) {
+		var e struct {
+			Msg      string `json:"msg"`
+			Duration string `json:"duration"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Msg != "execute" {
+			continue
+		}
+		d, err := time.ParseDuration(e.Duration)
+		require.NoError(b, err, "an execute line's duration: %s", line)
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// statusRate is the pace of load=2000-per-s: the issue's floor for a sidecar's status calls.
+const statusRate = 2000
+
+// trackJobs tracks 1,000 TrainJobs of wf on the plugin h and returns a status call's body for each.
+func trackJobs(b *testing.B, h *harness, wf *wfv1.Workflow) [][]byte {
 	const jobs = 1000
 	ns := wf.Namespace
 	bodies := make([][]byte, jobs)
@@ -150,10 +236,39 @@ func statusCalls(b *testing.B, h *harness, wf *wfv1.Workflow, requests *atomic.I
 	require.Eventually(b, func() bool {
 		return metric(b, h, "trainstep_argo_cached_trainjobs") == strconv.Itoa(jobs)
 	}, testenv.Timeout, testenv.Interval, "the plugin's cache must hold every TrainJob")
+	return bodies
+}
+
+// statusLoads runs load=flat-out and load=2000-per-s on the plugin h; requests, when not nil,
+// counts the plugin's API requests; around runs each measurement (run), measuring around it.
+func statusLoads(b *testing.B, h *harness, bodies [][]byte, requests *atomic.Int64, around func(b *testing.B, run func())) {
+	for _, rate := range []int{0, statusRate} {
+		name := "load=flat-out"
+		if rate > 0 {
+			name = fmt.Sprintf("load=%d-per-s", rate)
+		}
+		b.Run(name, func(b *testing.B) {
+			around(b, func() { statusCalls(b, h, bodies, rate, requests) })
+		})
+	}
+}
+
+// statusCalls times b.N status calls from statusClients clients, flat out when rate is 0, else
+// due at rate a second with each latency counted from its call's due time.
+func statusCalls(b *testing.B, h *harness, bodies [][]byte, rate int, requests *atomic.Int64) {
 	var before int64
 	if requests != nil {
 		before = requests.Load()
 	}
+	// One kept-alive connection per client. The agent's plugin client keeps Go's default of two
+	// idle connections per host, so beyond two calls in flight it dials anew; at thousands of
+	// calls a second that fills the loopback's ephemeral ports with TIME_WAIT sockets within
+	// seconds, and the figure would measure the kernel's port search (the floor's p99 rose
+	// tenfold as they filled), not the plugin.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = statusClients
+	defer transport.CloseIdleConnections()
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: transport}
 	lat := make([][]time.Duration, statusClients)
 	var next atomic.Int64
 	b.ResetTimer()
@@ -163,9 +278,14 @@ func statusCalls(b *testing.B, h *harness, wf *wfv1.Workflow, requests *atomic.I
 		clients.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(w), 1))
 			mine := make([]time.Duration, 0, b.N/statusClients+1)
-			for next.Add(1) <= int64(b.N) {
+			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
 				t0 := time.Now()
-				r, err := argotest.Call(b.Context(), h.URL, h.Token, bodies[rnd.IntN(jobs)])
+				if rate > 0 {
+					// Pacing, not synchronisation: the load generator holds the call until it is due.
+					t0 = start.Add(time.Duration(i) * time.Second / time.Duration(rate))
+					time.Sleep(time.Until(t0))
+				}
+				r, err := argotest.CallWith(b.Context(), hc, h.URL, h.Token, bodies[rnd.IntN(len(bodies))])
 				mine = append(mine, time.Since(t0))
 				if err != nil || r.Node == nil || r.Node.Phase == wfv1.NodeFailed {
 					b.Errorf("status call: %v %s", err, r.Body)
@@ -180,7 +300,6 @@ func statusCalls(b *testing.B, h *harness, wf *wfv1.Workflow, requests *atomic.I
 	b.StopTimer()
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
 	b.ReportMetric(ms(all[len(all)/2]), "call-p50-ms")
 	b.ReportMetric(ms(all[(len(all)*99)/100]), "call-p99-ms")

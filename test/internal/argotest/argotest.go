@@ -79,6 +79,11 @@ func (r Reply) Output(name string) (string, bool) {
 
 // Call posts a raw body as the agent does: bearer token, JSON, 30 s client timeout.
 func Call(ctx context.Context, url, token string, body []byte) (Reply, error) {
+	return CallWith(ctx, &http.Client{Timeout: 30 * time.Second}, url, token, body)
+}
+
+// CallWith is Call on the HTTP client hc.
+func CallWith(ctx context.Context, hc *http.Client, url, token string, body []byte) (Reply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v1/template.execute", bytes.NewReader(body))
 	if err != nil {
 		return Reply{}, err
@@ -87,7 +92,7 @@ func Call(ctx context.Context, url, token string, body []byte) (Reply, error) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return Reply{}, err
 	}
