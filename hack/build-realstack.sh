@@ -7,7 +7,8 @@
 # kube-apiserver, etcd, kube-controller-manager and kube-scheduler come from hack/build-control-plane.sh.
 #
 # Upstream source is never copied into the repo: everything is built from the module cache in
-# temporary directories (test-cluster.md §13).
+# temporary directories. docs/testing.md ("The real Trainer stack") says what is built and the
+# traps this script handles.
 set -euo pipefail
 
 dir=${1:?usage: build-realstack.sh DIR}

@@ -144,6 +144,11 @@ func unknownMessage(key string, fields map[string]reflect.Type) string {
 		}
 	}
 	msg := "unknown field"
+	if own, ok := foreignFields[key]; ok {
+		if _, here := fields[own.field]; here {
+			return msg + "; " + own.hint + " (known fields here: " + strings.Join(known, ", ") + ")"
+		}
+	}
 	for _, k := range known {
 		// "packages" for "packagesToInstall": a prefix is as good a hint as a typo.
 		if len(key) >= 4 && strings.HasPrefix(strings.ToLower(k), strings.ToLower(key)) {
@@ -155,6 +160,15 @@ func unknownMessage(key string, fields map[string]reflect.Type) string {
 		msg += fmt.Sprintf("; did you mean %q?", best)
 	}
 	return msg + " (known fields here: " + strings.Join(known, ", ") + ")"
+}
+
+// foreignFields are the names the Kubeflow SDK or the TrainJob API use for what a trainstep
+// field does: a user who writes them gets trainstep's field, not only the spelling nearest.
+var foreignFields = map[string]struct{ field, hint string }{
+	"runtimePatches":       {"pod", "trainstep's field for it is pod (nodeSelector, tolerations, volumes, env from Secrets, …): trainstep writes spec.runtimePatches or spec.podTemplateOverrides, whichever the installed Trainer has"},
+	"podTemplateOverrides": {"pod", "trainstep's field for it is pod: trainstep writes spec.runtimePatches or spec.podTemplateOverrides, whichever the installed Trainer has"},
+	"podSpecOverrides":     {"pod", "trainstep's field for it is pod: trainstep writes spec.runtimePatches or spec.podTemplateOverrides, whichever the installed Trainer has"},
+	"runtime_patches":      {"pod", "trainstep's field for it is pod: trainstep writes spec.runtimePatches or spec.podTemplateOverrides, whichever the installed Trainer has"},
 }
 
 func editDistance(a, b string) int {
@@ -193,13 +207,41 @@ func typeError(err error, generic any, path *field.Path) *field.Error {
 		for _, part := range parts {
 			p = p.Child(part)
 		}
-		return field.Invalid(p, lookup(generic, strings.Join(parts, ".")), "must be "+describe(te.Type))
+		v := lookup(generic, strings.Join(parts, "."))
+		if env, ok := v.(map[string]any); ok && te.Type == stringType {
+			return envValueError(p, env)
+		}
+		return field.Invalid(p, v, "must be "+describe(te.Type))
 	}
 	if errors.Is(err, errBadDuration) {
 		// Duration only decodes at the top level of a Spec ("timeout").
 		return field.Invalid(path.Child("timeout"), lookup(generic, "timeout"), errBadDuration.Error())
 	}
 	return field.Invalid(path, "", err.Error())
+}
+
+// envValueError names the env entry that is not a string (encoding/json reports only the env
+// map) and, for a Kubernetes-style valueFrom, the field that takes one.
+func envValueError(p *field.Path, env map[string]any) *field.Error {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := env[k]
+		if _, ok := v.(string); ok {
+			continue
+		}
+		msg := "must be a string (quote numbers and booleans)"
+		if obj, ok := v.(map[string]any); ok {
+			if _, vf := obj["valueFrom"]; vf || obj["secretKeyRef"] != nil || obj["configMapKeyRef"] != nil {
+				msg = fmt.Sprintf("must be a string; a value from a Secret or ConfigMap goes in pod.env instead: pod: {env: {%s: {secretKeyRef: {name: …, key: …}}}} (or configMapKeyRef)", k)
+			}
+		}
+		return field.Invalid(p.Key(k), v, msg)
+	}
+	return field.Invalid(p, env, "must be an object of strings")
 }
 
 func lookup(v any, dotted string) any {

@@ -106,7 +106,11 @@ func TestParseErrorsNameLineKeyAndFix(t *testing.T) {
 		},
 		"env value not a string": {
 			doc:  "framework: torch\ntrainer: {}\nruntimeConfig: {env: {A: 1}}\n",
-			want: `invalid training step: runtimeConfig.env: Invalid value: {"A":1}: must be a string`,
+			want: `invalid training step: runtimeConfig.env[A]: Invalid value: 1: must be a string (quote numbers and booleans)`,
+		},
+		"env value from a secret": {
+			doc:  "framework: torch\ntrainer: {}\nruntimeConfig: {env: {A: x, T: {secretKeyRef: {name: s, key: k}}}}\n",
+			want: `runtimeConfig.env[T]: Invalid value: {"secretKeyRef":{"key":"k","name":"s"}}: must be a string; a value from a Secret or ConfigMap goes in pod.env instead`,
 		},
 		"two documents": {
 			doc:  "framework: torch\ntrainer: {}\n---\nframework: jax\n",

@@ -54,7 +54,7 @@ func (t *ContainerTrainer) ValidateRuntime(r *runtimes.Runtime) *field.Error {
 // Build implements Trainer.
 func (t *ContainerTrainer) Build(rt *runtimes.Runtime, rc *step.RuntimeConfig) (Parts, field.ErrorList) {
 	env, envPath := mergeEnv(t.Env, rc)
-	if errs := reservedEnv(env, envPath, injectedEnv(rt.Policy), "the Trainer sets it from trainer.numNodes"); len(errs) > 0 {
+	if errs := reservedEnv(env, envPath, rt.Policy); len(errs) > 0 {
 		return Parts{}, errs
 	}
 	var p Parts

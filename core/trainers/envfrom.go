@@ -2,6 +2,7 @@ package trainers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/trainstep/trainstep/core/step"
@@ -16,27 +17,46 @@ const (
 )
 
 // EnvFromPrelude is the bash that exports every key of the mounted objects as Kubernetes' envFrom
-// would: prefix + key; keys that are no valid variable name skipped; the container's own env
-// wins, and among sources the last one (so they are read last to first, each keeping what is
-// already set); values byte for byte, trailing newlines included.
-func EnvFromPrelude(prefixes []string) string {
+// would: prefix + key; keys that are no valid variable name skipped; among sources the last one
+// wins; values byte for byte, trailing newlines included. Only the container's own env (own: the
+// names its env list will hold) wins over envFrom, so a name the image's ENV or bash itself set is
+// overwritten, as it is when Kubernetes builds the container's environment. A name bash keeps
+// read-only (UID, EUID, PPID, …) is left to bash: under Kubernetes the variable would reach bash's
+// environment and bash would still use its own.
+func EnvFromPrelude(prefixes, own []string) string {
 	var b strings.Builder
-	for i := len(prefixes) - 1; i >= 0; i-- {
-		prefix := prefixes[i]
+	skip := ""
+	if names := validEnvNames(own); len(names) > 0 {
+		skip = fmt.Sprintf("    case \"$__ts_n\" in %s) continue ;; esac\n", strings.Join(names, "|"))
+	}
+	for i, prefix := range prefixes {
 		fmt.Fprintf(&b, `for __ts_f in "${%s:-%s}/%d"/*; do
     [ -f "$__ts_f" ] || continue
     __ts_n=%s"${__ts_f##*/}"
     case "$__ts_n" in ''|[0-9]*|*[!A-Za-z0-9_]*) continue ;; esac
-    [ -n "${!__ts_n+x}" ] && continue
-    __ts_v="$(cat "$__ts_f"; printf x)"
-    export "$__ts_n=${__ts_v%%x}"
+%s    __ts_v="$(cat "$__ts_f"; printf x)"
+    export "$__ts_n=${__ts_v%%x}" 2>/dev/null || :
 done
-`, EnvFromDirEnv, EnvFromDir, i, shellQuote(prefix))
+`, EnvFromDirEnv, EnvFromDir, i, shellQuote(prefix), skip)
 	}
 	if b.Len() > 0 {
 		b.WriteString("unset __ts_f __ts_n __ts_v\n")
 	}
 	return b.String()
+}
+
+// validEnvNames keeps the names a bash case pattern can hold literally, sorted and unique.
+func validEnvNames(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if n != "" && !strings.ContainsFunc(n, func(r rune) bool {
+			return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '_'
+		}) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // PrependToScript puts prelude at the start of the command's bash script: a command that ends

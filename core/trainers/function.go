@@ -98,7 +98,7 @@ func envWith(own step.Env, rc *step.RuntimeConfig, framework map[string]string, 
 // buildFunction is the shared tail of every function trainer: env merge, reserved names, script.
 func buildFunction(f *Function, rt *runtimes.Runtime, rc *step.RuntimeConfig, fw map[string]string, from map[string]*field.Path, procs *int32) (Parts, field.ErrorList) {
 	env, envPath, errs := envWith(f.Env, rc, fw, from)
-	errs = append(errs, reservedEnv(env, envPath, injectedEnv(rt.Policy), "trainstep and the Trainer derive it from trainer.numNodes and trainer.numProcPerNode")...)
+	errs = append(errs, reservedEnv(env, envPath, rt.Policy)...)
 	if len(errs) > 0 {
 		return Parts{}, errs
 	}
@@ -107,9 +107,10 @@ func buildFunction(f *Function, rt *runtimes.Runtime, rc *step.RuntimeConfig, fw
 	return p, errs
 }
 
-// injectedEnv is the env the Trainer controller sets for a policy; a user value would be rejected
-// (torch, xgboost and mpi, by the webhook) or silently overwritten (jax).
-func injectedEnv(p runtimes.Policy) []string {
+// InjectedEnv is the env the Trainer controller sets for a policy; a user value would be rejected
+// (torch, xgboost and mpi, by the webhook) or silently overwritten (jax). Every env source of a
+// step (trainer.env, runtimeConfig.env, pod.env) is checked against it by ReservedEnvError.
+func InjectedEnv(p runtimes.Policy) []string {
 	switch p {
 	case runtimes.PolicyTorch:
 		return torchReserved

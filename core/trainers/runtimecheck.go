@@ -38,12 +38,19 @@ func validateType(t runtimes.Trainer, r *runtimes.Runtime, want runtimes.Trainer
 // torchReserved are the env names the Trainer's torch plugin sets; its webhook rejects them.
 var torchReserved = []string{"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
 
-func reservedEnv(env step.Env, p *field.Path, names []string, fix string) field.ErrorList {
+func reservedEnv(env step.Env, p *field.Path, policy runtimes.Policy) field.ErrorList {
 	var errs field.ErrorList
-	for _, n := range names {
+	for _, n := range InjectedEnv(policy) {
 		if env.Has(n) {
-			errs = append(errs, field.Forbidden(p.Key(n), "set by the Trainer controller on this runtime; "+fix))
+			errs = append(errs, ReservedEnvError(p.Key(n), policy))
 		}
 	}
 	return errs
+}
+
+// ReservedEnvError is the one refusal of a name in InjectedEnv, whichever env source set it: the
+// Trainer's webhook would refuse the TrainJob (naming spec.trainer.env, where every source lands)
+// or the controller would overwrite the value.
+func ReservedEnvError(p *field.Path, policy runtimes.Policy) *field.Error {
+	return field.Forbidden(p, fmt.Sprintf("set by the Trainer controller on runtimes with mlPolicy.%s; trainstep and the Trainer derive it from trainer.numNodes and trainer.numProcPerNode, so remove it", policy))
 }

@@ -228,24 +228,28 @@ func TestScriptKeepsToTheInstalledTrainersLimit(t *testing.T) {
 	assert.Equal(t, "$HOME", runScript(t, cmd)["home"])
 }
 
+// Kubernetes' rule, run in real bash: envFrom overrides the image's ENV and what the shell set
+// (HOSTNAME); only the container's own env wins; among sources the last wins; bash's read-only
+// variables (UID) stay bash's without failing the script.
 func TestEnvFromPreludeExportsTheMountedKeys(t *testing.T) {
 	root := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "0"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "1"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "2"), 0o755))
 	files := map[string]string{
-		"0/TOKEN": "s3cr3t $HOME `x`\n", "0/bad-name": "skipped", "0/KEPT": "from the secret", "0/SHARED": "first source",
+		"0/TOKEN": "s3cr3t $HOME `x`\n", "0/bad-name": "skipped", "0/IMAGE": "from the secret", "0/OWN": "from the secret", "0/SHARED": "first source",
+		"0/UID": "not bash's", "0/HOSTNAME": "from the secret",
 		"1/REGION": "eu", "2/SHARED": "last source wins",
 	}
 	for f, v := range files {
 		require.NoError(t, os.WriteFile(filepath.Join(root, f), []byte(v), 0o644))
 	}
 	require.NoError(t, os.Symlink(filepath.Join(root, "1", "REGION"), filepath.Join(root, "0", "..data")), "hidden entries are not keys")
-	src := "def train():\n    import os, json\n    json.dump({k: os.environ.get(k) for k in ['TOKEN', 'KEPT', 'AWS_REGION', 'bad-name', 'REGION', 'SHARED']}, open('got.json', 'w'))\n"
+	src := "def train():\n    import os, json\n    json.dump({k: os.environ.get(k) for k in ['TOKEN', 'IMAGE', 'OWN', 'AWS_REGION', 'bad-name', 'REGION', 'SHARED', 'HOSTNAME']}, open('got.json', 'w'))\n"
 	cmd, err := Script{Source: src, FuncName: "train", Policy: runtimes.PolicyPlain}.Command()
 	require.NoError(t, err)
 	p := Parts{Command: cmd}
-	require.True(t, PrependToScript(&p, EnvFromPrelude([]string{"", "AWS_", ""})))
+	require.True(t, PrependToScript(&p, EnvFromPrelude([]string{"", "AWS_", ""}, []string{"OWN", "JOB_COMPLETION_INDEX"})))
 	python, err := exec.LookPath("python3")
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -254,12 +258,12 @@ func TestEnvFromPreludeExportsTheMountedKeys(t *testing.T) {
 	require.NoError(t, os.Symlink(python, filepath.Join(bin, "python")))
 	c := exec.CommandContext(t.Context(), p.Command[0], p.Command[1:]...)
 	c.Dir = dir
-	c.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), EnvFromDirEnv+"="+root, "KEPT=from env", ResultFileEnv+"="+filepath.Join(dir, "r"))
+	c.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), EnvFromDirEnv+"="+root, "IMAGE=from the image's ENV", "OWN=from the container's env", "HOSTNAME=pod-0", ResultFileEnv+"="+filepath.Join(dir, "r"))
 	out, err := c.CombinedOutput()
 	require.NoError(t, err, string(out))
 	b, err := os.ReadFile(filepath.Join(dir, "got.json"))
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"TOKEN": "s3cr3t $HOME `+"`x`"+`\n", "KEPT": "from env", "AWS_REGION": "eu", "bad-name": null, "REGION": null, "SHARED": "last source wins"}`, string(b))
+	assert.JSONEq(t, `{"TOKEN": "s3cr3t $HOME `+"`x`"+`\n", "IMAGE": "from the secret", "OWN": "from the container's env", "AWS_REGION": "eu", "bad-name": null, "REGION": null, "SHARED": "last source wins", "HOSTNAME": "from the secret"}`, string(b))
 
 	assert.False(t, PrependToScript(&Parts{Command: []string{"python", "train.py"}}, "x"), "only a bash -c script can export")
 }

@@ -95,12 +95,12 @@ func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Pl
 		return nil, step.Invalid(errs)
 	}
 	errs = append(errs, commandErrors(parts, api)...)
-	if errs := append(errs, podErrors(s.Pod, api, parts.Env)...); len(errs) > 0 {
+	if errs := append(errs, podErrors(s.Pod, api, parts.Env, rt.Policy)...); len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
 	if s.Pod != nil {
 		parts.Env = append(parts.Env, s.Pod.CoreEnv()...)
-		if len(s.Pod.EnvFrom) > 0 && !trainers.PrependToScript(&parts, trainers.EnvFromPrelude(s.Pod.EnvFromPrefixes())) {
+		if len(s.Pod.EnvFrom) > 0 && !trainers.PrependToScript(&parts, trainers.EnvFromPrelude(s.Pod.EnvFromPrefixes(), containerEnvNames(parts.Env, &rt))) {
 			return nil, step.Invalid(field.ErrorList{field.Forbidden(field.NewPath("pod", "envFrom"),
 				"no Trainer release carries envFrom, so trainstep mounts each object and the command script exports its keys; "+
 					"that needs a bash -c command (every function trainer, or a container command [bash, -c, script]); name each key in pod.env with secretKeyRef or configMapKeyRef instead")})
@@ -245,7 +245,22 @@ func commandErrors(parts trainers.Parts, api API) field.ErrorList {
 }
 
 // podErrors checks what the pod block needs of the installed Trainer and of the trainer's env.
-func podErrors(pod *step.Pod, api API, env []corev1.EnvVar) field.ErrorList {
+// containerEnvNames are the names the node container's own env list will hold, the only ones
+// that win over envFrom in Kubernetes: the step's env (trainer.env, runtimeConfig.env, the
+// trainer's own, pod.env), the runtime's container env, what the Trainer injects for the policy,
+// and the Job controller's JOB_COMPLETION_INDEX (JobSet's Jobs are Indexed).
+func containerEnvNames(env []corev1.EnvVar, rt *runtimes.Runtime) []string {
+	names := append([]string{"JOB_COMPLETION_INDEX"}, trainers.InjectedEnv(rt.Policy)...)
+	for _, e := range env {
+		names = append(names, e.Name)
+	}
+	for _, e := range rt.Env {
+		names = append(names, e.Name)
+	}
+	return names
+}
+
+func podErrors(pod *step.Pod, api API, env []corev1.EnvVar, policy runtimes.Policy) field.ErrorList {
 	if pod == nil {
 		return nil
 	}
@@ -254,7 +269,12 @@ func podErrors(pod *step.Pod, api API, env []corev1.EnvVar) field.ErrorList {
 		errs = append(errs, field.Forbidden(field.NewPath("pod"),
 			"the installed Trainer ("+api.Source+") has neither spec.runtimePatches (v2.2+) nor spec.podTemplateOverrides (v2.1); upgrade the Trainer, or set these in the runtime's pod template"))
 	}
+	reserved := trainers.InjectedEnv(policy)
 	for _, n := range pod.EnvNames() {
+		if slices.Contains(reserved, n) {
+			errs = append(errs, trainers.ReservedEnvError(field.NewPath("pod", "env").Key(n), policy))
+			continue
+		}
 		for _, e := range env {
 			if e.Name == n {
 				errs = append(errs, field.Duplicate(field.NewPath("pod", "env").Key(n), n+" is also set by trainer.env, runtimeConfig.env or the trainer itself; set it in one place"))
