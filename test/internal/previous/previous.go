@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -65,4 +66,29 @@ func labelValue(v string) string {
 	}
 	sum := sha256.Sum256([]byte(v))
 	return "h-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// Stamp makes obj, the step's TrainJob as this release renders it, the one the previous release
+// made: its name, its identity labels (no trainstep.dev/run) and its annotations. The spec is
+// this release's; the faces follow a job by its identity and status, not by how its spec was
+// rendered.
+func (id Identity) Stamp(obj metav1.Object) {
+	obj.SetName(id.Name())
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	delete(labels, "trainstep.dev/run")
+	for k, v := range id.Labels() {
+		labels[k] = v
+	}
+	obj.SetLabels(labels)
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	for k, v := range id.Annotations() {
+		annotations[k] = v
+	}
+	obj.SetAnnotations(annotations)
 }
