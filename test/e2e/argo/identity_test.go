@@ -16,7 +16,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -270,7 +269,7 @@ func createPreviousTrainJob(t *testing.T, old previous.Identity, wf *wfv1.Workfl
 	plan, err := planner.Plan(t.Context(), spec, Namespace)
 	require.NoError(t, err)
 	obj, err := plan.Object(trainjob.Identity{Engine: old.Engine, OwnerUID: old.OwnerUID, StepKey: old.StepKey,
-		Owner: &metav1.OwnerReference{APIVersion: wfv1.SchemeGroupVersion.String(), Kind: "Workflow", Name: wf.Name, UID: types.UID(wf.UID)}})
+		Owner: &metav1.OwnerReference{APIVersion: wfv1.SchemeGroupVersion.String(), Kind: "Workflow", Name: wf.Name, UID: wf.UID}})
 	require.NoError(t, err)
 	old.Stamp(obj)
 	require.NoError(t, c.Create(t.Context(), obj))
