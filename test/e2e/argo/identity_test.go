@@ -154,15 +154,7 @@ func deletePodsOf(t *testing.T, wfName string) {
 	require.NoError(t, c.DeleteAllOf(t.Context(), &corev1.Pod{}, client.InNamespace(Namespace), sel))
 	require.Eventually(t, func() bool {
 		l := &corev1.PodList{}
-		if err := c.List(t.Context(), l, client.InNamespace(Namespace), sel); err != nil {
-			return false
-		}
-		for _, p := range l.Items {
-			if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-				return false // a finished pod of the run before
-			}
-		}
-		return true
+		return c.List(t.Context(), l, client.InNamespace(Namespace), sel) == nil && len(l.Items) == 0
 	}, testenv.Timeout, argoharness.Poll)
 }
 
