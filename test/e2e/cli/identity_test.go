@@ -47,7 +47,7 @@ func TestUpgradeMidStepAdoptsThePreviousReleasesTrainJob(t *testing.T) {
 	t.Cleanup(func() { _ = run.Process.Signal(syscall.SIGKILL); _ = run.Wait() })
 	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "Running:") }, testenv.Timeout, testenv.Interval, stderr.String)
 	assert.Contains(t, stderr.String(), "found existing TrainJob "+ns+"/"+old.Name())
-	require.Len(t, testenv.TrainJobs(t.Context(), t, env.Client, ns), 1, "no second TrainJob")
+	require.Equal(t, []string{old.Name()}, names(testenv.TrainJobs(t.Context(), t, env.Client, ns)), "no second TrainJob")
 
 	// The job ends; this release reports it.
 	finish(t, ns, old.Name(), "succeed")
@@ -57,9 +57,15 @@ func TestUpgradeMidStepAdoptsThePreviousReleasesTrainJob(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, string(got), name)
 	}
-	tjs := testenv.TrainJobs(t.Context(), t, env.Client, ns)
-	require.Len(t, tjs, 1, "no second TrainJob")
-	assert.Equal(t, old.Name(), tjs[0].Name)
+	assert.Equal(t, []string{old.Name()}, names(testenv.TrainJobs(t.Context(), t, env.Client, ns)), "no second TrainJob")
+}
+
+func names(tjs []trainer.TrainJob) []string {
+	out := make([]string, 0, len(tjs))
+	for _, tj := range tjs {
+		out = append(out, tj.Name)
+	}
+	return out
 }
 
 // TestRunPartTellsRunsApart: --run is the part of the identity `argo retry` changes (the step
