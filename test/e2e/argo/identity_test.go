@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -67,7 +68,8 @@ spec:
 // recipe fails on both attempts of its retryStrategy; `argo retry` (what it does to the
 // Workflow, see retryWorkflow, and the failed pods it deletes) runs the node again with the same
 // {{workflow.uid}}, {{node.name}} and {{retries}}: the new pod trains again with a TrainJob of
-// its own instead of re-adopting the failed one. The failed jobs' garbage collection (their
+// its own instead of re-adopting the failed one, and the step run again in that pod (its command,
+// its UID) adopts the new job. The failed jobs' garbage collection (their
 // owner pods are deleted) is held by a finalizer, as a busy garbage collector or another
 // controller's finalizer would hold it: a failed job still there must not be adopted. Argo's
 // controller creates the pods; the harness runs their argoexec and executor processes.
@@ -116,6 +118,38 @@ func TestArgoRetryOfAContainerStepTrainsAgain(t *testing.T) {
 	tj := &trainer.TrainJob{}
 	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: Namespace, Name: ran}, tj))
 	assert.NotEmpty(t, tj.Labels[trainjob.LabelRun], "the pod's UID is the run")
+
+	// The same step run again in the same pod (its command, its pod's UID) adopts that job.
+	again := rerunInPod(t, wf.Name)
+	assert.Contains(t, again, "found existing TrainJob "+Namespace+"/"+ran)
+	assert.Len(t, trainJobsOf(t, wf), 3, "no TrainJob for a step run again in its pod")
+}
+
+// rerunInPod runs the `executor run` command of the workflow's succeeded pod again, with the
+// pod's UID as the run (what a container restarted in that pod would get), and returns its stderr.
+func rerunInPod(t *testing.T, wfName string) string {
+	t.Helper()
+	l := &corev1.PodList{}
+	require.NoError(t, c.List(t.Context(), l, client.InNamespace(Namespace), client.MatchingLabels{"workflows.argoproj.io/workflow": wfName}))
+	var pod *corev1.Pod
+	for i := range l.Items {
+		if l.Items[i].Status.Phase == corev1.PodSucceeded {
+			pod = &l.Items[i]
+		}
+	}
+	require.NotNil(t, pod, "the retried node's pod")
+	var args []string
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name == "main" {
+			args = ctr.Command[slices.Index(ctr.Command, "--")+1:] // after argoexec emissary's own
+		}
+	}
+	require.NotEmpty(t, args, "pod %s has no main container command", pod.Name)
+	cmd := exec.CommandContext(t.Context(), args[0], append(args[1:], "--output-dir", t.TempDir(), "--kubeconfig", env.Kubeconfig, "-n", Namespace)...)
+	cmd.Env = append(os.Environ(), "TRAINSTEP_RUN="+string(pod.UID))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return string(out)
 }
 
 // holdDeletion puts a finalizer on a TrainJob until the test ends.
