@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -28,6 +29,10 @@ type Identity struct {
 	// Empty for engines that need none: the identity, name and labels are then what they were
 	// before Run existed.
 	Run string
+	// RunStarted, with Run, is when this incarnation of the run began (Argo: status.startedAt). A
+	// TrainJob made by a release before Run existed carries no run, so it is this incarnation's
+	// only if it was created since; zero means no such job is adopted (see Adopts).
+	RunStarted time.Time
 	// Owner, when the face has one, makes the TrainJob go when its owner goes.
 	Owner *metav1.OwnerReference
 }
@@ -107,6 +112,40 @@ func (id Identity) Labels() map[string]string {
 		l[LabelRun] = labelValue(id.Run)
 	}
 	return l
+}
+
+// earlierLabels are the labels releases before Run existed (up to 1 Dec 2026) put on this step's
+// TrainJob: the same labels without trainstep.dev/run, the step hash made without the run. For
+// an identity without a Run they are its Labels.
+func (id Identity) earlierLabels() map[string]string {
+	id.Run = ""
+	return id.Labels()
+}
+
+// Adopts reports whether an existing TrainJob, found by its labels rather than its name, is this
+// step's: it carries this identity (made under a name an earlier release gave it: names were
+// shortened on 1 Dec 2026), or it was made before Run existed, carries the identity without its
+// run and was created once this incarnation of the run had begun (so `argo retry` still gets a
+// fresh job, not the failed one of the run before).
+func (id Identity) Adopts(tj metav1.Object) bool {
+	if id.Owns(tj.GetLabels()) {
+		return true
+	}
+	if id.Run == "" || id.RunStarted.IsZero() {
+		return false
+	}
+	l := tj.GetLabels()
+	if _, hasRun := l[LabelRun]; hasRun {
+		return false
+	}
+	for k, v := range id.earlierLabels() {
+		if l[k] != v {
+			return false
+		}
+	}
+	// Both times have one-second resolution (RFC 3339 in the API): a job created in the second
+	// the run started belongs to it.
+	return !tj.GetCreationTimestamp().Time.Before(id.RunStarted.Truncate(time.Second))
 }
 
 // Annotations keep the readable step key and owner.

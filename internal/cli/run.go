@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,6 +40,7 @@ type runOptions struct {
 	ownerPod     string
 	ownerPodUID  string
 	attempt      int
+	runPart      string
 	runtimesFrom string
 	keepOnStop   bool
 	noLogs       bool
@@ -78,6 +80,7 @@ Exit codes: 0 succeeded, 1 the TrainJob failed, 2 invalid step (nothing created)
 	f.StringVar(&o.stepKey, "step-key", "", "a key unique to this step in its pipeline run; with --owner-uid, a re-run finds the same TrainJob")
 	f.StringVar(&o.ownerUID, "owner-uid", "", "the UID of the pipeline run that owns the step (default: a fresh one, so every run starts a new TrainJob)")
 	f.IntVar(&o.attempt, "attempt", 0, "the retry attempt (a new attempt gets a new TrainJob)")
+	f.StringVar(&o.runPart, "run", os.Getenv("TRAINSTEP_RUN"), "which run of the pipeline this is, where the engine runs a finished step again under the same owner, key and attempt ($TRAINSTEP_RUN; in Argo the step pod's UID, which `argo retry` changes and a restarted container keeps): a new run gets a new TrainJob")
 	f.StringVar(&o.ownerPod, "owner-pod", os.Getenv("TRAINSTEP_OWNER_POD"), "the step pod's name ($TRAINSTEP_OWNER_POD, from the downward API): the TrainJob is garbage-collected with the pod, so a step pod killed or lost leaves no TrainJob behind")
 	f.StringVar(&o.ownerPodUID, "owner-pod-uid", os.Getenv("TRAINSTEP_OWNER_POD_UID"), "the step pod's UID ($TRAINSTEP_OWNER_POD_UID, downward API metadata.uid); needed with --owner-pod")
 	f.StringVar(&o.runtimesFrom, "runtimes-from", "auto", "with --local or --dry-run: where runtimes come from: auto (the cluster if reachable, else stock), cluster, stock")
@@ -138,7 +141,7 @@ func (o *runOptions) run(ctx context.Context) int {
 		return o.fail(err)
 	}
 	o.warn(plan)
-	created, isNew, err := trainjob.Submit(ctx, c, tj, id)
+	created, isNew, err := o.submit(ctx, c, tj, id)
 	if err != nil {
 		return o.fail(err)
 	}
@@ -188,6 +191,23 @@ func (o *runOptions) run(ctx context.Context) int {
 	return o.finish(obs)
 }
 
+// submit creates the step's TrainJob, or finds the one it already has. A step of a pipeline
+// (--owner-uid) first looks for its job by its identity labels (one LIST): a job started by an
+// earlier release has another name, and creating would start a second one. A one-off run has a
+// fresh owner and cannot have one, so it only creates.
+func (o *runOptions) submit(ctx context.Context, c client.Client, tj client.Object, id trainjob.Identity) (*trainer.TrainJob, bool, error) {
+	if o.ownerUID != "" {
+		found, err := trainjob.FindByIdentity(ctx, c, tj.GetNamespace(), id, false)
+		if err != nil {
+			return nil, false, err
+		}
+		if found != nil {
+			return found, false, nil
+		}
+	}
+	return trainjob.Submit(ctx, c, tj, id)
+}
+
 func (o *runOptions) follow(ctx context.Context, f trainjob.LogFollower, ns, pod string) {
 	if err := f.Follow(ctx, ns, pod, trainjob.NodeContainer, o.stdout); err != nil && ctx.Err() == nil {
 		o.say("not streaming the node-0 log: %v", err)
@@ -221,7 +241,7 @@ func (o *runOptions) identity() trainjob.Identity {
 	if key == "" {
 		key = "run"
 	}
-	id := trainjob.Identity{Engine: "cli", OwnerUID: owner, StepKey: key, Attempt: o.attempt}
+	id := trainjob.Identity{Engine: "cli", OwnerUID: owner, StepKey: key, Attempt: o.attempt, Run: o.runPart}
 	if o.ownerPod != "" {
 		// Not a controller and not blocking: the pod owns the TrainJob only for garbage collection.
 		id.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: o.ownerPod, UID: types.UID(o.ownerPodUID)}

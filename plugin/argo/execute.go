@@ -105,19 +105,22 @@ func (p *Plugin) execute(ctx context.Context, c *call, ready func(context.Contex
 			return p.pending(req, "", fmt.Sprintf("workflow %s has not recorded its start yet (status.startedAt)", wf.Name))
 		}
 	}
-	id := req.identity(runOf(wf))
+	id := req.identityIn(wf)
 	// Every call after the first finds its TrainJob in the cache: the step was planned and
 	// validated when it was created, so follow it without planning again (planning lists the
 	// runtimes, most of a status call's cost).
-	existing, found := p.cached(ctx, id)
+	existing, found, err := p.stepJob(ctx, id)
 	if found && wf != nil && trainjob.Observe(existing, nil).Phase.Terminal() {
 		// Before answering a finished job, make sure the run is still the one the cache showed:
 		// `argo retry` resets status.startedAt, and a lagging cache must not hand the retried node
 		// the failed job of the run before. One read from the apiserver, once per step.
-		if fresh, err := p.workflowOf(ctx, p.api, req); err == nil && fresh != nil && runOf(fresh) != runOf(wf) {
-			wf, id = fresh, req.identity(runOf(fresh))
-			existing, found = p.cached(ctx, id)
+		if fresh, ferr := p.workflowOf(ctx, p.api, req); ferr == nil && fresh != nil && runOf(fresh) != runOf(wf) {
+			wf, id = fresh, req.identityIn(fresh)
+			existing, found, err = p.stepJob(ctx, id)
 		}
+	}
+	if err != nil {
+		return p.pending(req, "", err.Error())
 	}
 	if found {
 		return p.follow(ctx, req, existing)
@@ -193,6 +196,17 @@ func runOf(wf *wfv1.Workflow) string {
 		return ""
 	}
 	return strconv.FormatInt(wf.Status.StartedAt.Unix(), 10)
+}
+
+// stepJob is the identity's TrainJob as the cache has it: by its name, or else by its identity
+// labels, for a job an earlier release made under another name (an upgrade while the step ran;
+// trainjob.FindByIdentity, an index read).
+func (p *Plugin) stepJob(ctx context.Context, id trainjob.Identity) (*trainer.TrainJob, bool, error) {
+	if tj, ok := p.cached(ctx, id); ok {
+		return tj, true, nil
+	}
+	tj, err := trainjob.FindByIdentity(ctx, p.cache, p.opts.Namespace, id, true)
+	return tj, tj != nil, err
 }
 
 // cached returns the identity's TrainJob as the cache has it, sharing the cache's maps and

@@ -196,6 +196,17 @@ func (r *request) identity(run string) trainjob.Identity {
 	}
 }
 
+// identityIn is the request's identity in the workflow's current run: its run part and when
+// that run started (a TrainJob an earlier release made without the run part is this run's only
+// if made since, see trainjob.Identity.Adopts).
+func (r *request) identityIn(wf *wfv1.Workflow) trainjob.Identity {
+	id := r.identity(runOf(wf))
+	if wf != nil {
+		id.RunStarted = wf.Status.StartedAt.Time
+	}
+	return id
+}
+
 // deadlines are the step's bounds for the core's follow policy.
 func (r *request) deadlines() trainjob.Deadlines {
 	d := trainjob.Deadlines{Timeout: r.Timeout, KeepOnTimeout: r.Spec.KeepOnTimeout}

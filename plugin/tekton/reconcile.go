@@ -228,13 +228,16 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 
 	// The TrainJob is read before any deadline is checked: one that finished in time is
 	// reported as it finished however late this reconcile runs (a backlog, a restart, a new leader).
-	tj := &trainer.TrainJob{}
-	err = r.client.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, tj)
+	tj, err := r.stepJob(ctx, run.Namespace, id)
+	if err == nil {
+		name = tj.Name // an earlier release's name, for a job it started (see stepJob)
+	}
 	switch {
 	case apierrors.IsNotFound(err) && d.Timeout > 0 && !s.now.Before(d.Since.Add(d.Timeout)):
 		return reconcile.Result{}, r.timedOut(ctx, s, name, d.Timeout, spec.KeepOnTimeout)
-	case apierrors.IsNotFound(err) && s.extra.TrainJob == name:
-		return r.missing(ctx, s, name, d)
+	case apierrors.IsNotFound(err) && s.extra.TrainJob != "":
+		// This attempt recorded its job (under this release's name, or an earlier one's).
+		return r.missing(ctx, s, s.extra.TrainJob, d)
 	case apierrors.IsNotFound(err):
 		// Planned only when there is a TrainJob to create: a running job is not failed by a
 		// runtime edited after it started.
@@ -314,6 +317,25 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	}
 	s.setUnknown(string(obs.Phase), obs.Message)
 	return r.wakeAt(s, v.Wake, !v.Wake.IsZero()), nil
+}
+
+// stepJob is the attempt's TrainJob as the cache has it: by its name, or else by its identity
+// labels, for a job an earlier release made under another name (the controller upgraded while
+// the run ran; trainjob.FindByIdentity, an index read: no request). NotFound when neither.
+func (r *Reconciler) stepJob(ctx context.Context, namespace string, id trainjob.Identity) (*trainer.TrainJob, error) {
+	tj := &trainer.TrainJob{}
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: id.Name()}, tj)
+	if !apierrors.IsNotFound(err) {
+		return tj, err
+	}
+	found, ferr := trainjob.FindByIdentity(ctx, r.client, namespace, id, true)
+	switch {
+	case ferr != nil:
+		return nil, ferr
+	case found != nil:
+		return found, nil
+	}
+	return nil, err
 }
 
 // snapshot is the TrainJob with its pods and the Events about it, as the cache has them.
@@ -496,7 +518,11 @@ func (s *state) retryOrFail(reason, msg string) {
 // cancel deletes the TrainJob and ends the run with the reason Tekton matches.
 func (r *Reconciler) cancel(ctx context.Context, s *state) error {
 	run := s.run
-	if err := r.deleteTrainJob(ctx, s, identity(run).Name(), "the run was cancelled"); err != nil {
+	name := s.extra.TrainJob // the job this attempt recorded, whichever release named it
+	if name == "" {
+		name = identity(run).Name()
+	}
+	if err := r.deleteTrainJob(ctx, s, name, "the run was cancelled"); err != nil {
 		return err
 	}
 	msg := run.Spec.StatusMessage
