@@ -57,6 +57,25 @@ func TestForbiddenCreateFinishesTheRun(t *testing.T) {
 	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
 }
 
+// A controller upgraded without this release's RBAC (here: no get on the TrainJob CRD, which says
+// which Trainer is installed) cannot plan: the run fails at once with the forbidden read and the
+// fix, instead of "planning the TrainJob" until a timeout with the cause only in the log.
+func TestForbiddenPlanningFinishesTheRun(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	user := grantManifestRBAC(t, ns, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "customresourcedefinitions") })
+	cfg, err := env.UserConfig(user)
+	require.NoError(t, err)
+	startControllerAs(t, cfg, ns)
+	create(t, jaxRun(t, ns, "train", "succeed"))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, tekton.ReasonPlanningForbidden))
+	msg := run.Status.Succeeded().Message
+	assert.Contains(t, msg, `cannot get resource "customresourcedefinitions"`)
+	assert.Contains(t, msg, "manifests/tekton/rbac.yaml")
+	assert.NotNil(t, run.Status.CompletionTime)
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
+}
+
 // grantManifestRBAC binds a user of the namespace to the rules manifests/tekton/rbac.yaml grants,
 // less those drop selects, and returns the user.
 func grantManifestRBAC(t *testing.T, ns string, drop func(rbacv1.PolicyRule) bool) string {
