@@ -1,11 +1,6 @@
 package tekton_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
-	"os"
 	"slices"
 	"testing"
 
@@ -13,10 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/test/internal/tektonharness"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
@@ -81,44 +75,6 @@ func TestForbiddenPlanningFinishesTheRun(t *testing.T) {
 func grantManifestRBAC(t *testing.T, ns string, drop func(rbacv1.PolicyRule) bool) string {
 	t.Helper()
 	user := "trainstep-tekton-" + ns
-	f, err := os.Open("../../../manifests/tekton/rbac.yaml")
-	require.NoError(t, err)
-	defer f.Close()
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
-	for {
-		var raw map[string]any
-		err := dec.Decode(&raw)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		b, err := yamlJSON(raw)
-		require.NoError(t, err)
-		switch raw["kind"] {
-		case "ClusterRole":
-			cr := &rbacv1.ClusterRole{}
-			require.NoError(t, yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(cr))
-			cr.ObjectMeta = metav1.ObjectMeta{Name: user}
-			if drop != nil {
-				cr.Rules = slices.DeleteFunc(cr.Rules, drop)
-			}
-			require.NoError(t, c.Create(t.Context(), cr))
-			t.Cleanup(func() { _ = c.Delete(t.Context(), cr) })
-			crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user}}
-			require.NoError(t, c.Create(t.Context(), crb))
-			t.Cleanup(func() { _ = c.Delete(t.Context(), crb) })
-		case "Role":
-			role := &rbacv1.Role{}
-			require.NoError(t, yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(role))
-			role.ObjectMeta = metav1.ObjectMeta{Name: "leader-election", Namespace: ns}
-			require.NoError(t, c.Create(t.Context(), role))
-			require.NoError(t, c.Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "leader-election", Namespace: ns},
-				Subjects: subject, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "leader-election"}}))
-		}
-	}
+	tektonharness.GrantManifestRBAC(t, c, ns, user, drop)
 	return user
 }
-
-func yamlJSON(v map[string]any) ([]byte, error) { return json.Marshal(v) }
