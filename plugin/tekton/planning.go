@@ -45,10 +45,10 @@ func classifyPlanning(err error) planningFailure {
 			"planning the TrainJob: the apiserver refused a request: %v", err)}
 	}
 	var status apierrors.APIStatus
-	why := "a transient error"
+	why := ""
 	if errors.As(err, &status) {
-		why = fmt.Sprintf("the apiserver answered %d %s", status.Status().Code, status.Status().Reason)
+		why = fmt.Sprintf(" (the apiserver answered %d %s)", status.Status().Code, status.Status().Reason)
 	}
 	return planningFailure{reason: ReasonPlanningRetrying, message: fmt.Sprintf(
-		"planning the TrainJob failed with %s, retrying with back-off: %v", why, err)}
+		"planning the TrainJob failed%s; retrying with back-off: %v", why, err)}
 }

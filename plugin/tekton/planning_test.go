@@ -32,11 +32,11 @@ func TestClassifyPlanning(t *testing.T) {
 			true, ReasonPlanningFailed, []string{"Kubeflow Trainer", "installed"}},
 		{"kind not served", &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "trainer.kubeflow.org", Kind: "ClusterTrainingRuntime"}},
 			true, ReasonPlanningFailed, []string{"Kubeflow Trainer"}},
-		{"timeout", wrap(apierrors.NewTimeoutError("request timed out", 1)), false, ReasonPlanningRetrying, []string{"retrying", "504"}},
+		{"timeout", wrap(apierrors.NewTimeoutError("request timed out", 1)), false, ReasonPlanningRetrying, []string{"(the apiserver answered 504 Timeout); retrying"}},
 		{"5xx", wrap(apierrors.NewInternalError(errors.New("etcd leader changed"))), false, ReasonPlanningRetrying, []string{"retrying", "500", "etcd leader changed"}},
 		{"conflict", wrap(apierrors.NewConflict(crd, "x", errors.New("changed"))), false, ReasonPlanningRetrying, []string{"retrying", "409"}},
 		{"throttled", wrap(apierrors.NewTooManyRequests("slow down", 1)), false, ReasonPlanningRetrying, []string{"retrying", "429"}},
-		{"network", wrap(context.DeadlineExceeded), false, ReasonPlanningRetrying, []string{"retrying", "transient", "deadline exceeded"}},
+		{"network", wrap(context.DeadlineExceeded), false, ReasonPlanningRetrying, []string{"failed; retrying", "deadline exceeded"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := classifyPlanning(tc.err)
