@@ -3,6 +3,8 @@ package tekton_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"testing"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -31,6 +33,7 @@ func TestWorkspacesReachTheTrainJobPods(t *testing.T) {
 	t.Parallel()
 	dumpOnFailure(t)
 	ns := env.Namespace(t)
+	release := filepath.Join(t.TempDir(), "release")
 	pipelineRun(t, ns, `
 apiVersion: tekton.dev/v1
 kind: PipelineRun
@@ -50,23 +53,41 @@ spec:
       params:
       - {name: framework, value: jax}
       - {name: trainer.numNodes, value: "2"}
-      - {name: trainer.func, value: "def train(): pass"}
-      - {name: labels.sim-mode, value: succeed}
+      - {name: trainer.funcArgs.release, value: `+release+`}
+      - name: trainer.func
+        value: |
+          def train(release):
+              import os, time
+              while not os.path.exists(release):
+                  time.sleep(0.05)
 `)
-	waitPR(t, ns, "ws", "True", "Succeeded")
-
+	// Tekton deletes its assistant when the PipelineRun finishes: the training (really run, by the
+	// simulator) waits for the test to have seen it.
 	// Tekton's name for the assistant of workspace shared_data in PipelineRun ws
 	// (GetAffinityAssistantName, pkg/reconciler/pipelinerun/affinity_assistant.go).
 	sum := sha256.Sum256([]byte("shared_data" + "ws"))
 	assistant := "affinity-assistant-" + hex.EncodeToString(sum[:])[:10]
 	sts := &appsv1.StatefulSet{}
-	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: assistant}, sts), "Tekton's affinity assistant")
+	var tjs []trainer.TrainJob
+	finished := "" // the CustomRun's end, if it ends before its training could
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		runs := tektonharness.CustomRuns(ct, t, c, ns)
+		require.Len(ct, runs, 1)
+		if cond := runs[0].Status.Succeeded(); cond != nil && cond.Status != corev1.ConditionUnknown {
+			finished = cond.Reason + ": " + cond.Message
+			return
+		}
+		require.NoError(ct, c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: assistant}, sts), "Tekton's affinity assistant")
+		tjs = testenv.TrainJobs(t.Context(), ct, c, ns)
+		require.Len(ct, tjs, 1)
+	}, e2eTimeout, testenv.Interval)
+	require.Empty(t, finished, "the CustomRun finished before its training")
+	require.NoError(t, os.WriteFile(release, nil, 0o600))
+	waitPR(t, ns, "ws", "True", "Succeeded")
 	runs := tektonharness.CustomRuns(t, t, c, ns)
 	require.Len(t, runs, 1)
 	assert.Equal(t, assistant, runs[0].Annotations[tekton.AnnotationAffinityAssistant])
 
-	tjs := testenv.TrainJobs(t.Context(), t, c, ns)
-	require.Len(t, tjs, 1)
 	node := nodePatch(t, &tjs[0])
 	mounts := map[string]string{} // mount path → volume
 	for _, m := range node.Containers[0].VolumeMounts {
