@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -70,6 +71,17 @@ spec:
 	require.Len(t, pods.Items, 2)
 	for _, p := range pods.Items {
 		assert.Equal(t, aa.Spec.NodeName, p.Spec.NodeName, "pod %s is on the assistant's Node", p.Name)
+		// Not by chance: the pod requires it, with the assistant's own labels.
+		var terms []corev1.PodAffinityTerm
+		if a := p.Spec.Affinity; a != nil && a.PodAffinity != nil {
+			terms = a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		}
+		if assert.Len(t, terms, 1, "pod %s", p.Name) {
+			sel, err := metav1.LabelSelectorAsSelector(terms[0].LabelSelector)
+			require.NoError(t, err)
+			assert.True(t, sel.Matches(labels.Set(aa.Labels)), "pod %s: %s selects the assistant's pod", p.Name, sel)
+			assert.Equal(t, corev1.LabelHostname, terms[0].TopologyKey)
+		}
 		var mounted string
 		for _, v := range p.Spec.Volumes {
 			if v.PersistentVolumeClaim != nil {
