@@ -36,11 +36,11 @@ spec:
 func startController(t *testing.T, ns string, drop func(rbacv1.PolicyRule) bool) {
 	t.Helper()
 	user := "trainstep-tekton-" + ns
-	tektonharness.GrantManifestRBAC(t, c, ns, user, drop)
-	cfg, err := env.UserConfig(user)
+	tektonharness.GrantManifestRBAC(t, bed.Client, ns, user, drop)
+	cfg, err := bed.Env.UserConfig(user)
 	require.NoError(t, err)
 	mgr, err := tekton.New(cfg, tekton.Options{MetricsAddr: "0", ProbeAddr: "0", Namespaces: []string{ns},
-		Logs: sim.Logs, Registerer: prometheus.NewRegistry()})
+		Logs: bed.Sim.Logs, Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
@@ -56,7 +56,7 @@ func startController(t *testing.T, ns string, drop func(rbacv1.PolicyRule) bool)
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("Tekton controller log (end):\n%s", tektonCtl.LogTail(8000))
+			t.Logf("Tekton controller log (end):\n%s", bed.Tekton.LogTail(8000))
 		}
 	})
 }
@@ -64,10 +64,10 @@ func startController(t *testing.T, ns string, drop func(rbacv1.PolicyRule) bool)
 // With exactly the manifests' rules a Pipeline's trainstep task runs to completion.
 func TestManifestRBACRunsThePipeline(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := bed.Env.Namespace(t)
 	startController(t, ns, nil)
-	tektonharness.CreatePipelineRun(t, c, ns, pipeline)
-	tektonharness.WaitPipelineRun(t, c, ns, "run", "True", "Succeeded", 3*testenv.Timeout)
+	tektonharness.CreatePipelineRun(t, bed.Client, ns, pipeline)
+	tektonharness.WaitPipelineRun(t, bed.Client, ns, "run", "True", "Succeeded", 3*testenv.Timeout)
 }
 
 // Upgraded without this release's RBAC (no get on the TrainJob CRD, which says which Trainer is
@@ -76,16 +76,16 @@ func TestManifestRBACRunsThePipeline(t *testing.T) {
 // the cause only in the controller's log.
 func TestMissingRBACRuleFailsThePipelineWithTheFix(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := bed.Env.Namespace(t)
 	startController(t, ns, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "customresourcedefinitions") })
-	tektonharness.CreatePipelineRun(t, c, ns, pipeline)
-	tektonharness.WaitPipelineRun(t, c, ns, "run", "False", "Failed", 3*testenv.Timeout)
-	runs := tektonharness.CustomRuns(t, t, c, ns)
+	tektonharness.CreatePipelineRun(t, bed.Client, ns, pipeline)
+	tektonharness.WaitPipelineRun(t, bed.Client, ns, "run", "False", "Failed", 3*testenv.Timeout)
+	runs := tektonharness.CustomRuns(t, t, bed.Client, ns)
 	require.Len(t, runs, 1)
 	cond := runs[0].Status.Succeeded()
 	require.NotNil(t, cond)
 	assert.Equal(t, tekton.ReasonPlanningForbidden, cond.Reason)
 	assert.Contains(t, cond.Message, `cannot get resource "customresourcedefinitions"`)
 	assert.Contains(t, cond.Message, "manifests/tekton/rbac.yaml")
-	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, bed.Client, ns))
 }
