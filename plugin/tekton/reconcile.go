@@ -247,6 +247,12 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 				s.finish(corev1.ConditionFalse, ReasonInvalidParams, explain(err, sources).Error())
 				return reconcile.Result{}, nil
 			}
+			f := classifyPlanning(err)
+			if f.permanent {
+				s.finish(corev1.ConditionFalse, f.reason, f.message)
+				return reconcile.Result{}, nil
+			}
+			s.setUnknown(f.reason, f.message)
 			return reconcile.Result{}, fmt.Errorf("planning the TrainJob: %w", err)
 		}
 		if err := r.ensureTrainJob(ctx, s, plan, id); err != nil {

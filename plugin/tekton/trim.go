@@ -51,9 +51,10 @@ func trimTrainJob(obj any) (any, error) {
 //   - a finished run of ours loses its params, workspaces, results and archived attempts
 //     (terminal is final: only its condition, times and terminal record are read again, and a
 //     finished run's status is patched, never written whole, so what the cache lacks is kept);
-//   - every run loses its annotations (Tekton copies the PipelineRun's onto each) and
-//     managedFields, which nothing reads and a status write does not send back (the status
-//     subresource keeps the stored metadata and spec).
+//   - every run loses its annotations (Tekton copies the PipelineRun's onto each) but Tekton's
+//     affinity-assistant one, which places the pods, and its managedFields: nothing else reads
+//     them, and a status write does not send them back (the status subresource keeps the stored
+//     metadata and spec).
 func trimCustomRun(obj any) (any, error) {
 	run, ok := obj.(*v1beta1.CustomRun)
 	if !ok {
@@ -71,7 +72,11 @@ func trimCustomRun(obj any) (any, error) {
 		}
 		return stub, nil
 	}
+	aa := run.Annotations[AnnotationAffinityAssistant]
 	run.ManagedFields, run.Annotations = nil, nil
+	if aa != "" && run.Status.CompletionTime == nil {
+		run.Annotations = map[string]string{AnnotationAffinityAssistant: aa}
+	}
 	if run.Status.CompletionTime != nil {
 		run.Spec.Params, run.Spec.Workspaces = nil, nil
 		run.Status.Results, run.Status.RetriesStatus = nil, nil

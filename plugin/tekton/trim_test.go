@@ -89,6 +89,14 @@ func TestTrimCustomRun(t *testing.T) {
 		assert.Empty(t, got.Annotations)
 		assert.Empty(t, got.ManagedFields)
 	})
+	t.Run("a running run keeps Tekton's affinity-assistant annotation, which places its pods", func(t *testing.T) {
+		in := run(oursRef, false)
+		in.Annotations[AnnotationAffinityAssistant] = "affinity-assistant-0123456789"
+		got := trim(in.DeepCopy())
+		assert.Equal(t, map[string]string{AnnotationAffinityAssistant: "affinity-assistant-0123456789"}, got.Annotations)
+		in.Status.CompletionTime = &done
+		assert.Empty(t, trim(in.DeepCopy()).Annotations, "a finished run places nothing")
+	})
 	t.Run("finished run of ours keeps what a re-assertion reads", func(t *testing.T) {
 		in := run(oursRef, true)
 		in.Status.RetriesStatus = []v1beta1.CustomRunStatus{{StartTime: &done}}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,47 +35,18 @@ func run(m *testing.M) int {
 	ctrllog.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := tektonharness.ControllerBinary(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	moduleDir, err := tektonharness.ModuleDir(ctx)
+	bed, err := tektonharness.StartBed(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	start, stop := context.WithTimeout(ctx, 3*time.Minute)
-	e, err := testenv.Start(start, testenv.Options{ControllerManager: true, CRDDirs: []string{tektonharness.CRDDir(moduleDir)}})
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-		return 1
-	}
-	env = e
 	defer func() {
 		cancel()
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		if err := bed.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 		}
 	}()
-	scheme, err := tekton.Scheme()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if tektonCtl, err = tektonharness.Start(ctx, tektonharness.Options{Kubeconfig: env.Kubeconfig, Client: c, ModuleDir: moduleDir}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer tektonCtl.Stop()
-	if sim, err = trainersim.Start(ctx, env.Config, trainersim.ByLabel); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+	env, c, tektonCtl, sim = bed.Env, bed.Client, bed.Tekton, bed.Sim
 	mgr, err := tekton.New(env.Config, tekton.Options{MetricsAddr: "0", ProbeAddr: "0", Logs: sim.Logs, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,11 +1,6 @@
 package tekton_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
-	"os"
 	"slices"
 	"testing"
 
@@ -13,10 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/test/internal/tektonharness"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
@@ -57,49 +51,30 @@ func TestForbiddenCreateFinishesTheRun(t *testing.T) {
 	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
 }
 
+// A controller upgraded without this release's RBAC (here: no get on the TrainJob CRD, which says
+// which Trainer is installed) cannot plan: the run fails at once with the forbidden read and the
+// fix, instead of "planning the TrainJob" until a timeout with the cause only in the log.
+func TestForbiddenPlanningFinishesTheRun(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	user := grantManifestRBAC(t, ns, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "customresourcedefinitions") })
+	cfg, err := env.UserConfig(user)
+	require.NoError(t, err)
+	startControllerAs(t, cfg, ns)
+	create(t, jaxRun(t, ns, "train", "succeed"))
+	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, tekton.ReasonPlanningForbidden))
+	msg := run.Status.Succeeded().Message
+	assert.Contains(t, msg, `cannot get resource "customresourcedefinitions"`)
+	assert.Contains(t, msg, "manifests/tekton/rbac.yaml")
+	assert.NotNil(t, run.Status.CompletionTime)
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
+}
+
 // grantManifestRBAC binds a user of the namespace to the rules manifests/tekton/rbac.yaml grants,
 // less those drop selects, and returns the user.
 func grantManifestRBAC(t *testing.T, ns string, drop func(rbacv1.PolicyRule) bool) string {
 	t.Helper()
 	user := "trainstep-tekton-" + ns
-	f, err := os.Open("../../../manifests/tekton/rbac.yaml")
-	require.NoError(t, err)
-	defer f.Close()
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
-	for {
-		var raw map[string]any
-		err := dec.Decode(&raw)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		b, err := yamlJSON(raw)
-		require.NoError(t, err)
-		switch raw["kind"] {
-		case "ClusterRole":
-			cr := &rbacv1.ClusterRole{}
-			require.NoError(t, yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(cr))
-			cr.ObjectMeta = metav1.ObjectMeta{Name: user}
-			if drop != nil {
-				cr.Rules = slices.DeleteFunc(cr.Rules, drop)
-			}
-			require.NoError(t, c.Create(t.Context(), cr))
-			t.Cleanup(func() { _ = c.Delete(t.Context(), cr) })
-			crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user}}
-			require.NoError(t, c.Create(t.Context(), crb))
-			t.Cleanup(func() { _ = c.Delete(t.Context(), crb) })
-		case "Role":
-			role := &rbacv1.Role{}
-			require.NoError(t, yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(role))
-			role.ObjectMeta = metav1.ObjectMeta{Name: "leader-election", Namespace: ns}
-			require.NoError(t, c.Create(t.Context(), role))
-			require.NoError(t, c.Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "leader-election", Namespace: ns},
-				Subjects: subject, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "leader-election"}}))
-		}
-	}
+	tektonharness.GrantManifestRBAC(t, c, ns, user, drop)
 	return user
 }
-
-func yamlJSON(v map[string]any) ([]byte, error) { return json.Marshal(v) }

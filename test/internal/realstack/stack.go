@@ -379,10 +379,11 @@ current-context: realstack
 	return os.WriteFile(path, []byte(conf), 0o600)
 }
 
-// kcmControllers: PVC binding (to the PVs made at start), Jobs, cascade deletion, namespace deletion, default ServiceAccounts and their
+// kcmControllers: PVC binding (to the PVs made at start), Jobs, StatefulSets (Tekton's affinity
+// assistant), cascade deletion, namespace deletion, default ServiceAccounts and their
 // tokens. The node-lifecycle controller is left out (kwok's Nodes have no real leases to judge);
 // Start removes the not-ready taint itself.
-const kcmControllers = "persistentvolume-binder-controller,job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller"
+const kcmControllers = "persistentvolume-binder-controller,job-controller,statefulset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller"
 
 func (s *Stack) startControllers(ctx context.Context, k8sDir string) error {
 	kcm, err := s.start("kube-controller-manager", filepath.Join(k8sDir, "kube-controller-manager"), nil,
