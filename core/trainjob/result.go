@@ -49,7 +49,7 @@ func ReadResult(msg string) (r ResultMessage, ok bool) {
 			return ResultMessage{}, false
 		}
 		return ResultMessage{Reason: ReasonResultTruncated,
-			Problem: fmt.Sprintf("its termination message is not whole JSON (%d bytes, %v)", len(msg), err)}, true
+			Problem: fmt.Sprintf("the termination message is not whole JSON (%d bytes, %v)", len(msg), err)}, true
 	}
 	v, ok := m[ResultMarker]
 	if !ok {
@@ -57,11 +57,11 @@ func ReadResult(msg string) (r ResultMessage, ok bool) {
 	}
 	if dup := duplicateKey(v); dup != "" {
 		return ResultMessage{Reason: ReasonResultInvalid,
-			Problem: fmt.Sprintf("its return value has the key %q twice, so one value would be lost; give each key one value", dup)}, true
+			Problem: fmt.Sprintf("the return value has the key %q twice, so one value would be lost; give each key one value", dup)}, true
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, v); err != nil {
-		return ResultMessage{Reason: ReasonResultInvalid, Problem: fmt.Sprintf("its return value is not JSON: %v", err)}, true
+		return ResultMessage{Reason: ReasonResultInvalid, Problem: fmt.Sprintf("the return value is not JSON: %v", err)}, true
 	}
 	r.Value = b.String()
 	if u, has := m[trainers.UnconvertedMarker]; has {
@@ -134,17 +134,25 @@ func podResult(pods []corev1.Pod) ResultMessage {
 				continue
 			}
 			if r.Problem != "" {
-				r.Problem = fmt.Sprintf("%s's %s", p.Name, r.Problem)
-				if r.Reason == ReasonResultTruncated {
-					n := len(p.Spec.Containers) + len(p.Spec.InitContainers) + len(p.Spec.EphemeralContainers)
-					r.Problem += fmt.Sprintf(": the kubelet keeps %d bytes of each container's termination message in a pod of %d containers (init and sidecar containers included; 12288 ÷ %d, at most 4096)",
-						trainers.PodTerminationMessages/max(n, 1), n, max(n, 1))
+				r.Problem = fmt.Sprintf("pod %s's %s", p.Name, strings.TrimPrefix(r.Problem, "the "))
+				if n := podContainers(&p); r.Reason == ReasonResultTruncated && n > 0 {
+					r.Problem += fmt.Sprintf(": the kubelet keeps %d bytes of each container's termination message in a pod of %d containers (init, sidecar and ephemeral containers included; 12288 ÷ %d, at most 4096)",
+						min(trainers.PodTerminationMessages/n, trainers.MaxResult), n, n)
 				}
 			}
 			return r
 		}
 	}
 	return ResultMessage{}
+}
+
+// podContainers is what the kubelet divides the pod's termination-message room by: its
+// containers, init containers and ephemeral containers, counted from the spec or, on a trimmed
+// pod (TrimPod keeps no spec), from the statuses the kubelet reports for each.
+func podContainers(p *corev1.Pod) int {
+	spec := len(p.Spec.Containers) + len(p.Spec.InitContainers) + len(p.Spec.EphemeralContainers)
+	status := len(p.Status.ContainerStatuses) + len(p.Status.InitContainerStatuses) + len(p.Status.EphemeralContainerStatuses)
+	return max(spec, status)
 }
 
 // WithResult records the return value. A step whose job completed but whose result did not

@@ -6,8 +6,10 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestReadResult(t *testing.T) {
@@ -64,6 +66,17 @@ func TestALostResultFailsTheStep(t *testing.T) {
 	assert.Contains(t, o.Message, "keeps 3072 bytes of each container's termination message in a pod of 4 containers")
 	assert.Contains(t, o.Message, "return their URI")
 	assert.Empty(t, o.Outputs()["result"])
+
+	// A face's cache trims the pod's spec (TrimPod): the kubelet's statuses count the containers.
+	trimmed, err := TrimPod(ptr.To(done(whole[:3072], 3)))
+	require.NoError(t, err)
+	p := trimmed.(*corev1.Pod)
+	for _, n := range []string{"proxy", "logs", "metrics"} {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: n})
+	}
+	o = Observe(tj, []corev1.Pod{*p})
+	assert.Contains(t, o.Message, "pod job-node-0's termination message is not whole JSON (3072 bytes")
+	assert.Contains(t, o.Message, "keeps 3072 bytes of each container's termination message in a pod of 4 containers")
 
 	o = Observe(tj, []corev1.Pod{done(`{"trainstep.dev/result":{"k":1,"k":2}}`, 0)})
 	assert.Equal(t, PhaseFailed, o.Phase)
