@@ -70,15 +70,6 @@ func ReadResult(msg string) (r ResultMessage, ok bool) {
 	return r, true
 }
 
-// ParseResult is ReadResult's value for a message that holds a whole result.
-func ParseResult(msg string) (string, bool) {
-	r, ok := ReadResult(msg)
-	if !ok || r.Problem != "" {
-		return "", false
-	}
-	return r.Value, true
-}
-
 // duplicateKey is the first object key that occurs twice in one object of the JSON value v
 // (encoding/json would keep the last silently), or "".
 func duplicateKey(v json.RawMessage) string {
