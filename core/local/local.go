@@ -52,7 +52,7 @@ type Result struct {
 	TrainJob *trainer.TrainJob
 	Nodes    []NodeResult
 	// Result is the function's return value as rank 0 wrote it (see trainers.ResultFileEnv).
-	Result string
+	Result trainjob.ResultMessage
 	// Culprit is the node that failed first (-1 if none failed on its own).
 	Culprit int
 }
@@ -149,7 +149,7 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 	res := &Result{TrainJob: out, Nodes: results, Culprit: culprit}
 	for i := range launches {
 		if b, err := os.ReadFile(filepath.Join(root, fmt.Sprintf("node-%d", i), resultFile)); err == nil {
-			if r, ok := trainjob.ParseResult(string(b)); ok {
+			if r, ok := trainjob.ReadResult(string(b)); ok {
 				res.Result = r
 				break
 			}
@@ -291,8 +291,7 @@ func finish(tj *trainer.TrainJob, failed *NodeResult) {
 
 // Observe renders a local result the way every face renders a cluster one, log tail included.
 func (res *Result) Observe() trainjob.Observation {
-	obs := trainjob.Observe(res.TrainJob, nil)
-	obs.Result = res.Result
+	obs := trainjob.Observe(res.TrainJob, nil).WithResult(res.Result)
 	if obs.Phase != trainjob.PhaseFailed {
 		return obs
 	}

@@ -104,6 +104,22 @@ type ReplicatedJob struct {
 	Completions int32
 	// Containers are the names of its pod template's containers.
 	Containers []string
+	// InitContainers counts its pod template's init containers (native sidecars included): the
+	// kubelet splits a pod's termination messages between them too.
+	InitContainers int
+}
+
+// TrainerPodContainers is how many containers, init containers included, the largest pod that
+// runs the trainer has (a node, or an MPI launcher): what the kubelet divides the termination
+// message room by. 1 when the runtime does not say.
+func (r *Runtime) TrainerPodContainers() int {
+	n := 1
+	for _, rj := range r.ReplicatedJobs {
+		if rj.Ancestor == AncestorTrainer || rj.Name == "launcher" || rj.Name == "node" {
+			n = max(n, len(rj.Containers)+rj.InitContainers)
+		}
+	}
+	return n
 }
 
 // Ref is "ClusterTrainingRuntime/torch-distributed" or "TrainingRuntime/team-a/custom".
@@ -185,6 +201,8 @@ func FromUnstructured(u *unstructured.Unstructured) (*Runtime, error) {
 				}
 			}
 		}
+		inits, _, _ := unstructured.NestedSlice(job, "template", "spec", "template", "spec", "initContainers")
+		rj.InitContainers = len(inits)
 		r.ReplicatedJobs = append(r.ReplicatedJobs, rj)
 		switch ancestor {
 		case AncestorDataset:

@@ -63,7 +63,8 @@ func (f *Function) build(rt *runtimes.Runtime, rc *step.RuntimeConfig, env step.
 	if rc != nil && rc.PipIndexUrls != nil {
 		urls = rc.PipIndexUrls
 	}
-	s := Script{Source: f.Func, FuncName: f.FuncName, FuncArgs: f.FuncArgs, Packages: pkgs, IndexURLs: urls, Policy: rt.Policy, MaxItem: rt.MaxCommandItem}
+	s := Script{Source: f.Func, FuncName: f.FuncName, FuncArgs: f.FuncArgs, Packages: pkgs, IndexURLs: urls, Policy: rt.Policy, MaxItem: rt.MaxCommandItem,
+		Containers: rt.TrainerPodContainers()}
 	cmd, err := s.Command()
 	if err != nil {
 		return Parts{}, field.ErrorList{field.Invalid(trainerPath.Child("func"), message.FirstLine(f.Func), err.Error())}

@@ -48,6 +48,10 @@ type Script struct {
 	Policy    runtimes.Policy
 	// MaxItem is the installed Trainer's command item limit (MaxCommandItem when 0).
 	MaxItem int
+	// Containers is how many containers (init containers included) the runtime's trainer pod
+	// has; the return value is kept to what the kubelet reports whole for such a pod
+	// (ResultLimit). 0 counts as 1.
+	Containers int
 }
 
 // ScriptDirEnv lets the local backend point the MPI script file at a writable directory; on a
@@ -102,7 +106,7 @@ func (s Script) program() (string, error) {
 		call = s.FuncName + "(**" + args + ")"
 	}
 	src := strings.TrimRight(dedent(s.Source), "\n")
-	return src + "\n\n\n" + resultWriter + "\n\n_trainstep_write_result(" + call + ")\n", nil
+	return src + "\n\n\n" + s.writer() + "\n\n_trainstep_write_result(" + call + ")\n", nil
 }
 
 // ResultMarker wraps the return value in the termination message: {"trainstep.dev/result": v}.
@@ -112,15 +116,49 @@ const ResultMarker = "trainstep.dev/result"
 // backend sets it to a file per node).
 const ResultFileEnv = "TRAINSTEP_RESULT_FILE"
 
-// MaxResult is what a container's termination message holds; the kubelet truncates the rest.
+// MaxResult is the most of a container's termination message the kubelet reads
+// (kubecontainer.MaxContainerTerminationMessageLength: the last 4096 bytes of the file).
 const MaxResult = 4096
 
+// PodTerminationMessages is what the kubelet keeps of all of a pod's termination messages
+// together (kubecontainer.MaxPodTerminationMessageLogLength): its status manager cuts each
+// container's message to its first 12288 ÷ n bytes, n counting the pod's containers, init
+// containers (sidecars included) and ephemeral containers (pkg/kubelet/status normalizeStatus).
+const PodTerminationMessages = 12 * 1024
+
+// InjectedContainers is the room the result limit leaves for containers added to the pod after
+// trainstep plans it, which it cannot know: a service mesh's init container and proxy (Istio's
+// istio-init and istio-proxy) are the common case. A pod with more is caught when the result is
+// read (trainjob.ReadResult): the cut message fails the step by name.
+const InjectedContainers = 2
+
+// ResultLimit is the longest termination message the kubelet keeps whole on a pod of
+// containers containers (init containers included) once InjectedContainers more are added.
+func ResultLimit(containers int) int {
+	return min(MaxResult, PodTerminationMessages/(max(containers, 1)+InjectedContainers))
+}
+
 // resultWriter writes the function's return value on rank 0 to the container's termination
-// message as {"trainstep.dev/result": <value>} (trainjob.ParseResult reads it). None writes
-// nothing; a value json.dumps refuses (a set, a tensor, NaN) is written as its repr() string;
-// a value over MaxResult bytes fails the node with a message that says to return a URI.
+// message as {"trainstep.dev/result": <value>} (trainjob.ReadResult reads it). None writes
+// nothing. The value is converted to JSON value by value, so one odd value never costs the
+// others their result-<key> output:
+//   - NaN, Infinity and -Infinity become the strings "NaN", "Infinity", "-Infinity" (proto3's
+//     JSON spelling, which KFP uses, and what Python's float(), Go's ParseFloat and JavaScript's
+//     Number() read back; JSON has no such numbers, and null would read back as no value);
+//   - numpy scalars, 0-d and n-d arrays, torch and jax tensors (anything with tolist() or
+//     item()) become the Python numbers and lists they hold;
+//   - tuples become lists, sets and frozensets sorted lists (in iteration order if unsortable),
+//     bytes the text they hold when it is UTF-8;
+//   - a dict key becomes a string as json.dumps spells it (1 → "1", True → "true", None →
+//     "null"); two keys that become the same string fail the node naming both;
+//   - anything else (an object, bytes that are not UTF-8) becomes its repr() string and is
+//     listed, by key, in the log and in "trainstep.dev/unconverted", which the step's message
+//     repeats as a warning.
+//
+// Each conversion is logged on the node. A message over the limit fails the node with a
+// message that says to return a URI.
 var resultWriter = `def _trainstep_write_result(value):
-    import json, os, sys
+    import json, math, os, sys
     rank = "0"
     for name in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "JAX_PROCESS_ID", "DMLC_TASK_ID"):
         if os.environ.get(name):
@@ -128,20 +166,111 @@ var resultWriter = `def _trainstep_write_result(value):
             break
     if rank != "0" or value is None:
         return
-    try:
-        body = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        body = json.dumps(repr(value), ensure_ascii=False)
-        print("trainstep: the return value is not JSON; the step's result is its repr() as a JSON string", file=sys.stderr)
-    data = ('{"` + ResultMarker + `":' + body + "}").encode("utf-8")
-    if len(data) > ` + fmt.Sprint(MaxResult) + `:
-        sys.exit("trainstep: the training function returned %d bytes as JSON, over the ` + fmt.Sprint(MaxResult) + ` a termination message holds; write large results to storage and return their URI, e.g. {'model_uri': 's3://bucket/model'}" % len(data))
+    notes, unconverted = [], []
+
+    def where(path):
+        return path or "the return value"
+
+    def number(x, path):
+        if math.isnan(x) or math.isinf(x):
+            s = "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+            notes.append('%s: %s is written as the string "%s" (JSON has no such number)' % (where(path), s, s))
+            return s
+        return x
+
+    def key(k, path):
+        if isinstance(k, str):
+            return k
+        if isinstance(k, (bytes, bytearray)):
+            try:
+                return bytes(k).decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        elif k is None or isinstance(k, (bool, int, float)):
+            return json.dumps(number(float(k), path) if isinstance(k, float) else k).strip('"')
+        elif callable(getattr(k, "item", None)):
+            try:
+                return key(k.item(), path)
+            except Exception:
+                pass
+        unconverted.append("%s: key %r" % (where(path), k))
+        return str(k)
+
+    def plain(v, path, depth):
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, int):
+            return int(v)
+        if isinstance(v, float):
+            return number(float(v), path)
+        if depth > 100:
+            unconverted.append(where(path))
+            return repr(v)
+        if isinstance(v, dict):
+            out, first = {}, {}
+            for k, x in v.items():
+                s = key(k, path)
+                if s in first:
+                    sys.exit('trainstep: %s has the keys %r and %r, which are both "%s" in JSON; rename one of them' % (
+                        where(path), first[s], k, s))
+                first[s] = k
+                out[s] = plain(x, path + "." + s if path else s, depth + 1)
+            return out
+        if isinstance(v, (list, tuple)):
+            return [plain(x, "%s[%d]" % (path, i), depth + 1) for i, x in enumerate(v)]
+        if isinstance(v, (set, frozenset)):
+            items = list(v)
+            try:
+                items.sort()
+            except TypeError:
+                pass
+            notes.append("%s: a %s is written as a list" % (where(path), type(v).__name__))
+            return [plain(x, "%s[%d]" % (path, i), depth + 1) for i, x in enumerate(items)]
+        if isinstance(v, (bytes, bytearray)):
+            try:
+                return bytes(v).decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        else:
+            for method in ("tolist", "item"):
+                f = getattr(v, method, None)
+                if callable(f):
+                    try:
+                        x = f()
+                    except Exception:
+                        continue
+                    if type(x) is not type(v):
+                        return plain(x, path, depth + 1)
+        unconverted.append(where(path))
+        return repr(v)
+
+    body = {"` + ResultMarker + `": plain(value, "", 0)}
+    for n in notes:
+        print("trainstep: result " + n, file=sys.stderr)
+    for u in unconverted:
+        print("trainstep: result %s has no JSON form; it is written as its repr() string" % u, file=sys.stderr)
+    if unconverted:
+        body["` + UnconvertedMarker + `"] = unconverted
+    data = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    if len(data) > @LIMIT@:
+        sys.exit("trainstep: the training function returned %d bytes as JSON, over the @LIMIT@ this pod's termination message holds (@DETAIL@); write large results to storage and return their URI, e.g. {'model_uri': 's3://bucket/model'}" % len(data))
     path = os.environ.get("` + ResultFileEnv + `") or "/dev/termination-log"
     try:
         with open(path, "wb") as f:
             f.write(data)
     except OSError as e:
         print("trainstep: could not write the return value to %s: %s" % (path, e), file=sys.stderr)`
+
+// UnconvertedMarker lists, next to the result in the termination message, the values the script
+// wrote as their repr() because they have no JSON form.
+const UnconvertedMarker = "trainstep.dev/unconverted"
+
+// writer is resultWriter for a pod of containers containers.
+func (s Script) writer() string {
+	n := max(s.Containers, 1)
+	detail := fmt.Sprintf("the kubelet keeps 12288 bytes of a pod's termination messages, split evenly between its containers: %d planned + %d for a service mesh's sidecars, 4096 at most", n, InjectedContainers)
+	return strings.NewReplacer("@LIMIT@", fmt.Sprint(ResultLimit(n)), "@DETAIL@", detail).Replace(resultWriter)
+}
 
 func (s Script) body() (string, error) {
 	prog, err := s.program()

@@ -146,9 +146,15 @@ func TestDedentAndFunctions(t *testing.T) {
 // output and what was written to the result file (the termination message on a cluster).
 func runResult(t *testing.T, src string, env ...string) (out, msg string, runErr error) {
 	t.Helper()
+	return runResultIn(t, 1, src, env...)
+}
+
+// runResultIn is runResult in a pod of containers containers.
+func runResultIn(t *testing.T, containers int, src string, env ...string) (out, msg string, runErr error) {
+	t.Helper()
 	python, err := exec.LookPath("python3")
 	require.NoError(t, err, "these tests run the generated script with Python 3")
-	cmd, err := Script{Source: src, FuncName: "train", Policy: runtimes.PolicyPlain}.Command()
+	cmd, err := Script{Source: src, FuncName: "train", Policy: runtimes.PolicyPlain, Containers: containers}.Command()
 	require.NoError(t, err)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
@@ -185,26 +191,139 @@ func TestScriptWritesTheReturnValueOnRankZero(t *testing.T) {
 	assert.Empty(t, msg, "None writes nothing")
 }
 
-func TestScriptWritesANonJSONValueAsItsRepr(t *testing.T) {
-	out, msg, err := runResult(t, "def train():\n    return {1, 2}\n")
+// numpyLike emulates what the script meets in ML code without needing numpy on the test
+// machine, by the same protocol numpy, torch and jax objects offer: numpy.float64 is a float
+// subclass; numpy.float32/int64/bool_ scalars and 0-d arrays have item() and tolist() giving a
+// Python scalar; n-d arrays and tensors have tolist() giving nested lists.
+const numpyLike = `
+class float64(float):
+    pass
+
+class Scalar:
+    def __init__(self, v):
+        self.v = v
+    def item(self):
+        return self.v
+    def tolist(self):
+        return self.v
+
+class Array:
+    def __init__(self, rows):
+        self.rows = rows
+    def tolist(self):
+        return [[Scalar(x).item() for x in r] for r in self.rows]
+
+class Model:
+    def __repr__(self):
+        return "<Model resnet>"
+`
+
+// Every value that has a JSON form keeps it, one value at a time, so one odd value never costs
+// the others their result-<key> output; what each becomes is logged on the node.
+func TestScriptConvertsEachValueToJSON(t *testing.T) {
+	out, msg, err := runResult(t, numpyLike+`
+def train():
+    return {
+        "model_uri": "s3://b/m",
+        "loss": float("nan"), "best": float("inf"), "worst": float64("-inf"), "lr": float64(0.5),
+        "acc": Scalar(0.93), "steps": Scalar(1200), "ok": Scalar(True), "zero_d": Scalar(float("nan")),
+        "w": Array([[1, 2], [3, 4]]),
+        "shape": (2, 2), "tags": {"b", "a"}, "mixed": {1, "x"}, "name": b"resnet", "raw": b"\xff\x00",
+        "model": Model(),
+        "by_epoch": {1: 0.5, 2: 0.25}, "flags": {True: "on", None: "unset", 1.5: "half"},
+        "nested": {"history": [float("nan"), 1.0]},
+    }
+`)
 	require.NoError(t, err, out)
-	assert.JSONEq(t, `{"`+ResultMarker+`": "{1, 2}"}`, msg)
-	assert.Contains(t, out, "not JSON; the step's result is its repr()")
-	out, msg, err = runResult(t, "def train():\n    return {'loss': float('nan')}\n")
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(msg), &got), msg)
+	assert.Equal(t, map[string]any{
+		"model_uri": "s3://b/m",
+		"loss":      "NaN", "best": "Infinity", "worst": "-Infinity", "lr": 0.5,
+		"acc": 0.93, "steps": 1200.0, "ok": true, "zero_d": "NaN",
+		"w":     []any{[]any{1.0, 2.0}, []any{3.0, 4.0}},
+		"shape": []any{2.0, 2.0}, "tags": []any{"a", "b"}, "name": "resnet", "raw": `b'\xff\x00'`,
+		"model":    "<Model resnet>",
+		"by_epoch": map[string]any{"1": 0.5, "2": 0.25}, "flags": map[string]any{"true": "on", "null": "unset", "1.5": "half"},
+		"nested": map[string]any{"history": []any{"NaN", 1.0}},
+	}, withoutKey(got[ResultMarker], "mixed"))
+	assert.ElementsMatch(t, []any{1.0, "x"}, got[ResultMarker].(map[string]any)["mixed"], "an unsortable set keeps its iteration order")
+	assert.Equal(t, []any{"raw", "model"}, got[UnconvertedMarker], "only what has no JSON form is listed")
+	for _, line := range []string{
+		`trainstep: result loss: NaN is written as the string "NaN" (JSON has no such number)`,
+		`trainstep: result worst: -Infinity is written as the string "-Infinity"`,
+		`trainstep: result nested.history[0]: NaN is written as the string "NaN"`,
+		"trainstep: result tags: a set is written as a list",
+		"trainstep: result raw has no JSON form; it is written as its repr() string",
+		"trainstep: result model has no JSON form; it is written as its repr() string",
+	} {
+		assert.Contains(t, out, line)
+	}
+
+	// Not a dict: the value itself converts.
+	out, msg, err = runResult(t, numpyLike+"def train():\n    return Scalar(float('nan'))\n")
 	require.NoError(t, err, out)
-	assert.JSONEq(t, `{"`+ResultMarker+`": "{'loss': nan}"}`, msg, "NaN is not JSON")
+	assert.JSONEq(t, `{"`+ResultMarker+`": "NaN"}`, msg)
+	out, msg, err = runResult(t, "def train():\n    return {2, 1}\n")
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResultMarker+`": [1, 2]}`, msg)
+}
+
+func withoutKey(v any, key string) map[string]any {
+	m, _ := v.(map[string]any)
+	out := map[string]any{}
+	for k, x := range m {
+		if k != key {
+			out[k] = x
+		}
+	}
+	return out
+}
+
+// Keys that become the same JSON string would silently keep the last value: the node fails
+// naming both.
+func TestScriptRefusesKeysThatCollideInJSON(t *testing.T) {
+	for src, want := range map[string]string{
+		"def train():\n    return {1: 'a', '1': 'b'}\n":            `the return value has the keys 1 and '1', which are both "1" in JSON; rename one of them`,
+		"def train():\n    return {'m': {True: 1, 'true': 2}}\n":   `m has the keys True and 'true', which are both "true" in JSON`,
+		"def train():\n    return {'m': [{None: 1, 'null': 2}]}\n": `m[0] has the keys None and 'null', which are both "null" in JSON`,
+		"def train():\n    return {b'k': 1, 'k': 2}\n":             `the return value has the keys b'k' and 'k', which are both "k" in JSON`,
+		"def train():\n    return {float('nan'): 1, 'NaN': 2}\n":   `the return value has the keys nan and 'NaN', which are both "NaN" in JSON`,
+	} {
+		out, msg, err := runResult(t, src)
+		require.Error(t, err, "the node fails: %s", src)
+		assert.Contains(t, out, want)
+		assert.Empty(t, msg)
+	}
 }
 
 func TestScriptFailsClearlyOnATooLargeReturnValue(t *testing.T) {
 	out, msg, err := runResult(t, "def train():\n    return {'weights': [0.5] * 2000}\n")
 	require.Error(t, err, "the node fails")
-	assert.Contains(t, out, "over the 4096 a termination message holds")
+	assert.Contains(t, out, "over the 4096 this pod's termination message holds")
 	assert.Contains(t, out, "return their URI")
 	assert.Empty(t, msg)
 	// Just under the limit fits.
 	out, msg, err = runResult(t, "def train():\n    return 'x' * (4096 - len('{\"trainstep.dev/result\":\"\"}'))\n")
 	require.NoError(t, err, out)
 	assert.Len(t, msg, MaxResult)
+}
+
+// The kubelet keeps 12288 ÷ containers bytes of each termination message: a trainer pod of 3
+// containers, plus room for a service mesh's 2, keeps 2457; the script refuses more by name.
+func TestScriptKeepsToWhatTheKubeletKeepsOfThePod(t *testing.T) {
+	assert.Equal(t, 4096, ResultLimit(0))
+	assert.Equal(t, 4096, ResultLimit(1), "one container and a mesh's two: 12288 / 3")
+	assert.Equal(t, 3072, ResultLimit(2))
+	assert.Equal(t, 2457, ResultLimit(3))
+	out, msg, err := runResultIn(t, 3, "def train():\n    return {'model_uri': 's3://b/m', 'notes': 'x' * 3000}\n")
+	require.Error(t, err, "the node fails")
+	assert.Contains(t, out, "over the 2457 this pod's termination message holds")
+	assert.Contains(t, out, "3 planned + 2 for a service mesh's sidecars")
+	assert.Empty(t, msg)
+	out, msg, err = runResultIn(t, 3, "def train():\n    return 'x' * (2457 - len('{\"trainstep.dev/result\":\"\"}'))\n")
+	require.NoError(t, err, out)
+	assert.Len(t, msg, 2457)
 }
 
 func TestScriptKeepsToTheInstalledTrainersLimit(t *testing.T) {

@@ -1,8 +1,6 @@
 package trainjob
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -13,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/trainstep/trainstep/core/trainers"
 )
 
 // Pod labels JobSet sets; they find a TrainJob's pods.
@@ -145,13 +141,14 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 		}
 	}
 	o.FailedPod = failedPod(trainerPods)
-	o.Result = podResult(trainerPods)
+	result := podResult(trainerPods)
+	o.Result = result.Value
 	conds := tj.Status.Conditions
 	if c := apimeta.FindStatusCondition(conds, trainer.TrainJobFailed); c != nil && c.Status == metav1.ConditionTrue {
 		return o.terminal(PhaseFailed, c)
 	}
 	if c := apimeta.FindStatusCondition(conds, trainer.TrainJobComplete); c != nil && c.Status == metav1.ConditionTrue {
-		return o.terminal(PhaseSucceeded, c)
+		return o.terminal(PhaseSucceeded, c).WithResult(result)
 	}
 	if c := apimeta.FindStatusCondition(conds, trainer.TrainJobSuspended); (c != nil && c.Status == metav1.ConditionTrue) || (tj.Spec.Suspend != nil && *tj.Spec.Suspend) {
 		o.Phase, o.Reason = PhaseSuspended, trainer.TrainJobSuspendedReason
@@ -260,42 +257,4 @@ func (o Observation) WithLogTail(pod, tail string) Observation {
 	o.FailedPod = pod
 	o.Message = fmt.Sprintf("%s\nlast lines of %s:\n%s", o.Message, pod, tail)
 	return o
-}
-
-// ResultMarker wraps the return value in the termination message, so a message someone else
-// wrote is never taken for a result: {"trainstep.dev/result": <value>}.
-const ResultMarker = trainers.ResultMarker
-
-// ParseResult reads a termination message written by the command script; ok is false for any
-// other message.
-func ParseResult(msg string) (string, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal([]byte(msg), &m) != nil || len(m) != 1 {
-		return "", false
-	}
-	v, ok := m[ResultMarker]
-	if !ok {
-		return "", false
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, v) != nil {
-		return "", false
-	}
-	return b.String(), true
-}
-
-// podResult is the first result a trainer container left in its termination message (rank 0
-// runs in one of them: node-0, or on MPI wherever mpirun placed it).
-func podResult(pods []corev1.Pod) string {
-	for _, p := range pods {
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name != NodeContainer || cs.State.Terminated == nil {
-				continue
-			}
-			if r, ok := ParseResult(cs.State.Terminated.Message); ok {
-				return r
-			}
-		}
-	}
-	return ""
 }

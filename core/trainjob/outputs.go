@@ -32,12 +32,11 @@ const (
 
 // ResultKeyPrefix names the output of one top-level key of a dict result: result-<key>. Argo
 // parameter names allow only [-a-zA-Z0-9_] (no dots), Tekton result names must start and end with
-// an alphanumeric, so a key becomes an output when it matches resultKeyName; the first
-// MaxResultKeys such keys, in sorted order, do. Every key stays in result.
-const (
-	ResultKeyPrefix = "result-"
-	MaxResultKeys   = 32
-)
+// an alphanumeric, so a key becomes an output when it matches resultKeyName, and every such key
+// does: a declared output is never left empty when the value has its key, and a face cannot
+// always know what is declared (a Tekton CustomRun is not told). Their number is bounded by the
+// result's own: at most 4096 bytes of JSON (trainers.MaxResult). Every key stays in result.
+const ResultKeyPrefix = "result-"
 
 var resultKeyName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_]{0,61}[A-Za-z0-9])?$`)
 
@@ -73,7 +72,7 @@ func resultKeys(result string, out map[string]string) {
 		}
 	}
 	sort.Strings(keys)
-	for _, k := range keys[:min(len(keys), MaxResultKeys)] {
+	for _, k := range keys {
 		v := obj[k]
 		var s string
 		if bytes.HasPrefix(bytes.TrimSpace(v), []byte(`"`)) && json.Unmarshal(v, &s) == nil {

@@ -38,6 +38,8 @@ func TrimPod(obj any) (any, error) {
 			StartTime:             p.Status.StartTime,
 			InitContainerStatuses: p.Status.InitContainerStatuses,
 			ContainerStatuses:     p.Status.ContainerStatuses,
+			// Counted with the others when a cut result is explained (podContainers).
+			EphemeralContainerStatuses: p.Status.EphemeralContainerStatuses,
 		},
 	}, nil
 }

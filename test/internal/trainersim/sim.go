@@ -269,7 +269,7 @@ func (s *Simulator) runLocally(ctx context.Context, tj *trainer.TrainJob, rt *ru
 	case res.TrainJob != nil && apimeta.IsStatusConditionTrue(res.TrainJob.Status.Conditions, trainer.TrainJobFailed):
 		b = Behavior{Mode: Fail, FailNode: max(res.Culprit, 0)}
 	default:
-		b.Result = res.Result
+		b.Result = res.Result.Value
 	}
 	for _, p := range pods {
 		s.Logs.Close(tj.Namespace, p)
