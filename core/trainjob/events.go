@@ -147,7 +147,7 @@ func lastSeen(e *corev1.Event) time.Time {
 
 var (
 	// jobNamePart is what follows "<trainjob>-" in a Job's name: "<replicated job>-<index>".
-	jobNamePart = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?-[0-9]+$`)
+	jobNamePart = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?-\d+$`)
 	// jobSetFailedJob is JobSet v0.12's wording of a Job it could not create.
 	jobSetFailedJob = regexp.MustCompile(`job "([^"]+)" creation failed`)
 	// invalidJob is the apiserver's refusal of a Job's spec (StatusReasonInvalid).
