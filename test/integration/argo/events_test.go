@@ -62,7 +62,7 @@ func TestOwnedObjectsEventsAreReported(t *testing.T) {
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
 		if assert.NoError(ct, err) && assert.NotNil(ct, r.Node) {
-			assert.Equal(ct, wfv1.NodeRunning, r.Node.Phase)
+			assert.Equal(ct, wfv1.NodePending, r.Node.Phase, "still waiting")
 			assert.Contains(ct, r.Node.Message, "Job "+job+" cannot create pods: Error creating")
 			assert.Contains(ct, r.Node.Message, "exceeded quota: one-pod")
 		}
