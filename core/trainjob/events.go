@@ -210,6 +210,9 @@ func readOwnedEvents(tj *trainer.TrainJob, pods []corev1.Pod, events []corev1.Ev
 	var t ownedTrouble
 	for _, oe := range found {
 		msg := oneLine(oe.event.Message)
+		if oe.event.Reason == ReasonFailedCreate {
+			msg = maskPodName(oe.name, msg)
+		}
 		t.Lines = append(t.Lines, describeOwned(oe, byName)+": "+msg)
 		if oe.event.Reason == ReasonJobCreationFailed && t.InvalidJob == "" {
 			if job := refusedJob(tj.Name, msg, byName); job != "" {
@@ -321,6 +324,14 @@ func describeOwned(oe ownedEvent, pods map[string]*corev1.Pod) string {
 		return describePod(pods[oe.name]) + " cannot attach its volumes"
 	}
 	return describePod(pods[oe.name]) + " cannot mount its volumes"
+}
+
+// maskPodName replaces the random end of the pod a Job tried to create (<job>-<index>-<5
+// random characters>) with xxxxx: each retry names another pod, and the step's message would
+// change, and be sent again, at every retry for no news.
+func maskPodName(job, msg string) string {
+	re := regexp.MustCompile(`(pods "` + regexp.QuoteMeta(job) + `(?:-\d+)?-)[a-z0-9]{5}"`)
+	return re.ReplaceAllString(msg, `${1}xxxxx"`)
 }
 
 // oneLine joins a multi-line message (JobSet joins one error per Job) into one line.

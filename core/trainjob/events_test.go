@@ -86,7 +86,8 @@ func TestDecideReadsTheEventsOfWhatTheTrainJobOwns(t *testing.T) {
 			pods:   []corev1.Pod{jobPod(0, corev1.PodRunning, t0.Add(time.Second))},
 			events: []corev1.Event{warning(kindJob, "job-node-0", ReasonFailedCreate, quotaMsg, t0.Add(time.Second))},
 			phase:  PhasePending, trouble: true,
-			inMessage: []string{"TrainJob job is starting: 1/2 nodes running; Job job-node-0 cannot create pods: " + quotaMsg},
+			inMessage: []string{"TrainJob job is starting: 1/2 nodes running; Job job-node-0 cannot create pods: " +
+				`Error creating: pods "job-node-0-1-xxxxx" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=1, limited: pods=1`},
 		},
 		"Pod Security Admission: the Job's FailedCreate, newest first": {
 			events: []corev1.Event{
@@ -240,4 +241,20 @@ func TestTrimEventKeepsWhatDecideReads(t *testing.T) {
 	got, err = TrimEvent(tomb)
 	require.NoError(t, err)
 	assert.Equal(t, tomb, got)
+}
+
+func TestMaskPodName(t *testing.T) {
+	cases := map[string]struct{ job, msg, want string }{
+		"an indexed Job's pod": {"tj-node-0", `Error creating: pods "tj-node-0-1-4mqbt" is forbidden: exceeded quota`,
+			`Error creating: pods "tj-node-0-1-xxxxx" is forbidden: exceeded quota`},
+		"a non-indexed Job's pod": {"tj-launcher-0", `Error creating: pods "tj-launcher-0-ab12c" is forbidden`,
+			`Error creating: pods "tj-launcher-0-xxxxx" is forbidden`},
+		"another Job's pod is left": {"tj-node-0", `pods "other-node-0-1-4mqbt" is forbidden`, `pods "other-node-0-1-4mqbt" is forbidden`},
+		"no pod named":              {"tj-node-0", `Error creating: Timeout: request did not complete`, `Error creating: Timeout: request did not complete`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, maskPodName(tc.job, tc.msg))
+		})
+	}
 }

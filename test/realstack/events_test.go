@@ -37,6 +37,7 @@ timeout: 30m
 startTimeout: 20m
 `)
 	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
+	t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
 	assert.Equal(t, "Failed", r.outputs["phase"])
 	assert.Equal(t, trainjob.ReasonJobCreationFailed, r.outputs["reason"], "at once, not at startTimeout")
 	msg := r.outputs["message"]
@@ -113,6 +114,8 @@ timeout: 5m
 startTimeout: 20s
 `)
 			require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
+			t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
+	t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
 			assert.Equal(t, trainjob.ReasonStartTimeout, r.outputs["reason"])
 			assert.Contains(t, r.outputs["message"], "did not start within 20s (startTimeout)")
 			for _, w := range tc.want {
@@ -146,6 +149,7 @@ timeout: 5m
 startTimeout: 20s
 `, realstack.MissingSecretVolume, realstack.MissingSecret, realstack.MissingSecretVolume))
 	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
+	t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
 	assert.Equal(t, trainjob.ReasonStartTimeout, r.outputs["reason"])
 	want := fmt.Sprintf(`cannot mount its volumes: MountVolume.SetUp failed for volume %q : secret %q not found`,
 		realstack.MissingSecretVolume, realstack.MissingSecret)
