@@ -115,7 +115,6 @@ startTimeout: 20s
 `)
 			require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
 			t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
-			t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
 			assert.Equal(t, trainjob.ReasonStartTimeout, r.outputs["reason"])
 			assert.Contains(t, r.outputs["message"], "did not start within 20s (startTimeout)")
 			for _, w := range tc.want {
