@@ -163,7 +163,7 @@ type ownedTrouble struct {
 	InvalidJob, Invalid string
 }
 
-// ownedEvent is the newest read Event about one object.
+// ownedEvent is the newest read Event of one reason about one object.
 type ownedEvent struct {
 	kind, name string
 	event      *corev1.Event
@@ -173,22 +173,45 @@ type ownedEvent struct {
 // nothing since has shown its cause gone: a Job's FailedCreate until the Job makes a pod after
 // it, JobSet's JobCreationFailed while a Job it names has no pod, a pod's while the pod waits.
 func readOwnedEvents(tj *trainer.TrainJob, pods []corev1.Pod, events []corev1.Event) ownedTrouble {
-	notBefore := tj.CreationTimestamp.Add(-eventSlack)
 	byName := map[string]*corev1.Pod{}
 	for i := range pods {
 		if pods[i].Labels[LabelJobSetName] == tj.Name {
 			byName[pods[i].Name] = &pods[i]
 		}
 	}
+	var t ownedTrouble
+	for _, oe := range newestOwned(tj, byName, events) {
+		msg := oneLine(oe.event.Message)
+		if oe.event.Reason == ReasonFailedCreate {
+			msg = maskPodName(oe.name, msg)
+		}
+		t.Lines = append(t.Lines, describeOwned(oe, byName)+": "+msg)
+		if oe.event.Reason == ReasonJobCreationFailed && t.InvalidJob == "" {
+			if job := refusedJob(tj.Name, msg, byName); job != "" {
+				t.InvalidJob, t.Invalid = job, msg
+			}
+		}
+	}
+	if len(t.Lines) > maxTrouble {
+		more := len(t.Lines) - maxTrouble
+		t.Lines = append(t.Lines[:maxTrouble], fmt.Sprintf("and %d more", more))
+	}
+	return t
+}
+
+// newestOwned is the newest current Event of each reason about each object the TrainJob owns:
+// the JobSet's first, then the Jobs', then the pods', each by name.
+func newestOwned(tj *trainer.TrainJob, pods map[string]*corev1.Pod, events []corev1.Event) []ownedEvent {
+	notBefore := tj.CreationTimestamp.Add(-eventSlack)
 	newest := map[string]ownedEvent{}
 	for i := range events {
 		e := &events[i]
 		o := e.InvolvedObject
 		if e.Type != corev1.EventTypeWarning || o.Kind == trainer.TrainJobKind || !readsEvent(o.Kind, e.Reason) ||
-			lastSeen(e).Before(notBefore) || !owned(tj.Name, o, byName) || stale(tj.Name, e, byName) {
+			lastSeen(e).Before(notBefore) || !owned(tj.Name, o, pods) || stale(e, pods) {
 			continue
 		}
-		key := o.Kind + "/" + o.Name
+		key := o.Kind + "/" + o.Name + "/" + e.Reason
 		if cur, ok := newest[key]; !ok || lastSeen(e).After(lastSeen(cur.event)) {
 			newest[key] = ownedEvent{kind: o.Kind, name: o.Name, event: e}
 		}
@@ -207,24 +230,7 @@ func readOwnedEvents(tj *trainer.TrainJob, pods []corev1.Pod, events []corev1.Ev
 		}
 		return found[i].event.Reason < found[j].event.Reason
 	})
-	var t ownedTrouble
-	for _, oe := range found {
-		msg := oneLine(oe.event.Message)
-		if oe.event.Reason == ReasonFailedCreate {
-			msg = maskPodName(oe.name, msg)
-		}
-		t.Lines = append(t.Lines, describeOwned(oe, byName)+": "+msg)
-		if oe.event.Reason == ReasonJobCreationFailed && t.InvalidJob == "" {
-			if job := refusedJob(tj.Name, msg, byName); job != "" {
-				t.InvalidJob, t.Invalid = job, msg
-			}
-		}
-	}
-	if len(t.Lines) > maxTrouble {
-		more := len(t.Lines) - maxTrouble
-		t.Lines = append(t.Lines[:maxTrouble], fmt.Sprintf("and %d more", more))
-	}
-	return t
+	return found
 }
 
 // owned reports whether the object an Event is about belongs to the TrainJob named job: its
@@ -244,7 +250,7 @@ func owned(job string, o corev1.ObjectReference, pods map[string]*corev1.Pod) bo
 }
 
 // stale reports whether what has happened since an Event shows its cause gone.
-func stale(job string, e *corev1.Event, pods map[string]*corev1.Pod) bool {
+func stale(e *corev1.Event, pods map[string]*corev1.Pod) bool {
 	o := e.InvolvedObject
 	switch {
 	case o.Kind == kindPod:

@@ -258,3 +258,14 @@ func TestMaskPodName(t *testing.T) {
 		})
 	}
 }
+
+// An invalid Job ends the step however many newer Events of another reason the JobSet has.
+func TestAnInvalidJobIsNotHiddenByANewerEventOfTheJobSet(t *testing.T) {
+	events := []corev1.Event{
+		warning(kindJobSet, "job", ReasonJobCreationFailed, invalidJobMsg, t0.Add(time.Second)),
+		warning(kindJobSet, "job", ReasonPVCCreationFailed, `persistentvolumeclaims "x" is forbidden: exceeded quota`, t0.Add(5*time.Second)),
+	}
+	v := Decide(Snapshot{TrainJob: followJob(), Events: events, Now: t0.Add(time.Minute)}, Deadlines{})
+	assert.Equal(t, PhaseFailed, v.Phase, v.Message)
+	assert.Equal(t, ReasonJobCreationFailed, v.Reason)
+}
