@@ -156,10 +156,11 @@ var (
 
 // ownedTrouble is what the Events of a TrainJob's JobSet, Jobs and pods say is wrong.
 type ownedTrouble struct {
-	// Lines are one sentence per object, in its owner's words: the JobSet, then Jobs, then pods.
+	// Lines are one sentence per object and reason, in its owner's words: the JobSet, then
+	// Jobs, then pods.
 	Lines []string
-	// Invalid is a Job the apiserver refuses as invalid, and JobSet's word for it: no retry can
-	// create it, so the step fails at once.
+	// InvalidJob is a Job the apiserver refuses as invalid and Invalid JobSet's message about it:
+	// no retry can create it, so the step fails at once.
 	InvalidJob, Invalid string
 }
 
