@@ -41,7 +41,8 @@ type Snapshot struct {
 	// Pods are the TrainJob's JobSet pods (label jobset.sigs.k8s.io/jobset-name); extra pods are
 	// ignored.
 	Pods []corev1.Pod
-	// Events are Events about the TrainJob; others are ignored.
+	// Events are Warning Events about the TrainJob and what it owns (its JobSet, Jobs and pods);
+	// others are ignored.
 	Events []corev1.Event
 	Now    time.Time
 }
@@ -100,6 +101,10 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 		if d.KeepOnTimeout {
 			v.Message += "; it was kept (keepOnTimeout) and may still be running"
 		}
+		return v
+	}
+	// What the JobSet, the Jobs and the pods' Events say (events.go); an invalid Job ends the step.
+	if obs.Phase != PhaseRunning && withOwnedTrouble(&v, s) {
 		return v
 	}
 	if len(trouble.Lines) > 0 && obs.Phase != PhaseRunning {

@@ -10,11 +10,12 @@ import (
 )
 
 // Cache indexes the long-running faces look things up by, instead of scanning a namespace:
-// pods by their JobSet's name (the TrainJob's), Events by the object they are about, TrainJobs
-// by their identity's hash (trainstep.dev/step, see FindByIdentity).
+// pods by their JobSet's name (the TrainJob's), Events by the TrainJobs they may be about
+// (EventTrainJobs: the TrainJob's own, its JobSet's, Jobs' and pods'), TrainJobs by their
+// identity's hash (trainstep.dev/step, see FindByIdentity).
 const (
 	IndexPodJobSet    = "jobset-name"
-	IndexEventObject  = "involvedObject.name"
+	IndexEventObject  = "event-trainjob"
 	IndexTrainJobStep = "trainstep-step"
 )
 
@@ -37,7 +38,11 @@ func RegisterIndexes(ctx context.Context, i client.FieldIndexer) error {
 		return fmt.Errorf("indexing pods by JobSet: %w", err)
 	}
 	if err := i.IndexField(ctx, &corev1.Event{}, IndexEventObject, func(o client.Object) []string {
-		return []string{o.(*corev1.Event).InvolvedObject.Name}
+		e, ok := o.(*corev1.Event)
+		if !ok {
+			return nil
+		}
+		return EventTrainJobs(e)
 	}); err != nil {
 		return fmt.Errorf("indexing Events: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -28,7 +29,7 @@ var ErrForbidden = errors.New("forbidden")
 
 // Waiter follows one TrainJob and its pods with watches (informers, so a 410 Gone relists and
 // resumes) until it is terminal. It never polls. Its three watches (the TrainJob, its pods, the
-// Events about it) are streams of the Client's HTTP/2 connection, not connections of their own,
+// namespace's Warning Events) are streams of the Client's HTTP/2 connection, not connections of their own,
 // when the Client's HTTP client is shared (internal/cli's run shares one with the log stream).
 type Waiter struct {
 	Client client.WithWatch
@@ -77,15 +78,29 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 	pods := cache.NewSharedIndexInformer(listWatch(w.Client, &corev1.PodList{}, namespace, func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.Set{LabelJobSetName: name}.String()
 	}), &corev1.Pod{}, 0, cache.Indexers{})
+	// The namespace's Warning Events: those about the TrainJob, its JobSet, Jobs and pods are
+	// among them, under names no one selector can match (events.go picks them out).
 	events := cache.NewSharedIndexInformer(listWatch(w.Client, &corev1.EventList{}, namespace, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.Set{"involvedObject.kind": trainer.TrainJobKind, "involvedObject.name": name}.String()
+		o.FieldSelector = EventSelector().String()
 	}), &corev1.Event{}, 0, cache.Indexers{})
 	// The watch caches keep only what Decide reads.
 	_ = jobs.SetTransform(StripManagedFields)
 	_ = pods.SetTransform(TrimPod)
-	_ = events.SetTransform(StripManagedFields)
+	_ = events.SetTransform(TrimEvent)
+	// Only the Events about this job wake the wait, not every Warning of the namespace.
+	ours := cache.FilteringResourceEventHandler{Handler: notify, FilterFunc: func(obj any) bool {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		e, ok := obj.(*corev1.Event)
+		return ok && slices.Contains(EventTrainJobs(e), name)
+	}}
 	for what, inf := range map[string]cache.SharedIndexInformer{"trainjobs": jobs, "pods": pods, "events": events} {
-		if _, err := inf.AddEventHandler(notify); err != nil {
+		var h cache.ResourceEventHandler = notify
+		if inf == events {
+			h = ours
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
 			return Observation{}, fmt.Errorf("watching TrainJob %s/%s: %w", namespace, name, err)
 		}
 		// A list the caller may not make is retried forever by the reflector: end the wait instead.

@@ -142,9 +142,11 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 // cacheOptions keeps the cache to what the plugin reads: its namespace's trainstep TrainJobs
 // made by this face (only its own workflow's, by the owner-uid label, when the sidecar knows its
 // workflow), the pods of its JobSets (its workflow's too, when ownPods: the Trainer puts
-// trainjob.PodLabels on them), Events about TrainJobs (the Trainer's
-// TrainJobResourcesCreationFailed), the runtimes and the Workflows (one, if named). Every object
-// is cached without its managedFields, and pods only with what Observe reads (trainjob.TrimPod).
+// trainjob.PodLabels on them), the namespace's Warning Events (the Trainer's, JobSet's, the Job
+// controller's and the kubelet's word on why a TrainJob does not start: no one selector names
+// their objects), the runtimes and the Workflows (one, if named). Every object is cached without
+// its managedFields, pods only with what Observe reads (trainjob.TrimPod), Events only with what
+// Decide reads (trainjob.TrimEvent).
 func cacheOptions(scheme *runtime.Scheme, opts Options, owner types.UID, ownPods bool) cache.Options {
 	jobs := labels.Set{trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine}
 	if owner != "" {
@@ -171,7 +173,7 @@ func cacheOptions(scheme *runtime.Scheme, opts Options, owner types.UID, ownPods
 			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(jobs)},
 			&corev1.Pod{}:       {Label: pods, Transform: trainjob.TrimPod},
 			&wfv1.Workflow{}:    wf,
-			&corev1.Event{}:     {Field: fields.OneTermEqualSelector("involvedObject.kind", trainer.TrainJobKind)},
+			&corev1.Event{}:     {Field: trainjob.EventSelector(), Transform: trainjob.TrimEvent},
 		},
 	}
 }
@@ -191,21 +193,22 @@ func (p *Plugin) Start(ctx context.Context) error {
 		return fmt.Errorf("watching TrainJobs: %w", err)
 	}
 	// A held call is also woken by its TrainJob's pods (the JobSet label names the TrainJob) and
-	// Events: the scheduler's or a failing node's news comes from them.
-	for obj, key := range map[client.Object]func(client.Object) string{
-		&corev1.Pod{}: func(o client.Object) string { return o.GetLabels()[trainjob.LabelJobSetName] },
-		&corev1.Event{}: func(o client.Object) string {
+	// the Events of the TrainJob and what it owns: the scheduler's, a failing node's or a refused
+	// object's news comes from them.
+	for obj, keys := range map[client.Object]func(client.Object) []string{
+		&corev1.Pod{}: func(o client.Object) []string { return []string{o.GetLabels()[trainjob.LabelJobSetName]} },
+		&corev1.Event{}: func(o client.Object) []string {
 			if e, ok := o.(*corev1.Event); ok {
-				return e.InvolvedObject.Name
+				return trainjob.EventTrainJobs(e)
 			}
-			return ""
+			return nil
 		},
 	} {
 		inf, err := p.cache.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("watching %T: %w", obj, err)
 		}
-		notify := func(o any) { p.waiters.notifyFor(o, key) }
+		notify := func(o any) { p.waiters.notifyFor(o, keys) }
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    notify,
 			UpdateFunc: func(_, o any) { notify(o) },
@@ -311,11 +314,11 @@ func (w *waiters) add(key types.NamespacedName) (<-chan struct{}, func()) {
 }
 
 func (w *waiters) notify(obj any) {
-	w.notifyFor(obj, client.Object.GetName)
+	w.notifyFor(obj, func(o client.Object) []string { return []string{o.GetName()} })
 }
 
-// notifyFor wakes the calls held on the TrainJob that name(obj) names, in obj's namespace.
-func (w *waiters) notifyFor(obj any, name func(client.Object) string) {
+// notifyFor wakes the calls held on the TrainJobs that names(obj) names, in obj's namespace.
+func (w *waiters) notifyFor(obj any, names func(client.Object) []string) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -323,16 +326,17 @@ func (w *waiters) notifyFor(obj any, name func(client.Object) string) {
 	if !ok {
 		return
 	}
-	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: name(o)}
-	if key.Name == "" {
-		return
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for ch := range w.m[key] {
-		select {
-		case ch <- struct{}{}:
-		default:
+	for _, name := range names(o) {
+		if name == "" {
+			continue
+		}
+		for ch := range w.m[types.NamespacedName{Namespace: o.GetNamespace(), Name: name}] {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -142,8 +141,10 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(labels.Set{
 				trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine}), Transform: trimTrainJob},
 			&corev1.Pod{}: {Label: podSelector(ownPods), Transform: trainjob.TrimPod},
-			// Only Events about TrainJobs: the Trainer's TrainJobResourcesCreationFailed.
-			&corev1.Event{}: {Field: fields.OneTermEqualSelector("involvedObject.kind", trainer.TrainJobKind)},
+			// Only Warning Events, and of each only what Decide reads: the Trainer's, JobSet's, the
+			// Job controller's and the kubelet's word on why a TrainJob does not start (no one
+			// selector names the JobSets, Jobs and pods they are about).
+			&corev1.Event{}: {Field: trainjob.EventSelector(), Transform: trainjob.TrimEvent},
 		},
 	}
 	mgr, err := managed.New(cfg, scheme, cacheOpts, managed.Options{Name: Name, Namespaces: opts.Namespaces,
@@ -282,13 +283,19 @@ func (r *Reconciler) podOwner(ctx context.Context, o client.Object) []reconcile.
 	return r.trainJobOwner(ctx, o.GetNamespace(), o.GetLabels()[trainjob.LabelJobSetName])
 }
 
-// eventOwner maps an Event about a TrainJob to the CustomRun that controls the TrainJob.
+// eventOwner maps an Event about a TrainJob, its JobSet, Jobs or pods to the CustomRun that
+// controls the TrainJob: each TrainJob it may be about (trainjob.EventTrainJobs) is looked up in
+// the cache, and Events Decide does not read map to none.
 func (r *Reconciler) eventOwner(ctx context.Context, o client.Object) []reconcile.Request {
 	e, ok := o.(*corev1.Event)
-	if !ok || e.InvolvedObject.Kind != trainer.TrainJobKind {
+	if !ok {
 		return nil
 	}
-	return r.trainJobOwner(ctx, e.Namespace, e.InvolvedObject.Name)
+	var reqs []reconcile.Request
+	for _, name := range trainjob.EventTrainJobs(e) {
+		reqs = append(reqs, r.trainJobOwner(ctx, e.Namespace, name)...)
+	}
+	return reqs
 }
 
 func (r *Reconciler) trainJobOwner(ctx context.Context, namespace, name string) []reconcile.Request {

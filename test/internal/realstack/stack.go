@@ -71,6 +71,11 @@ const (
 	// PVCount hostPath PersistentVolumes are made at start, for the PVCs JobSet makes from a
 	// runtime's volumeClaimPolicies (torchtune's initializer volume): one per TrainJob.
 	PVCount = 40
+	// MissingSecret is a Secret no test creates. kwok cannot look Secrets up, so
+	// stages/pod-missing-secret.yaml plays the kubelet for a pod whose volume MissingSecretVolume
+	// is this Secret: the pod waits in ContainerCreating and gets the kubelet's FailedMount Event.
+	MissingSecret       = "realstack-missing-secret"
+	MissingSecretVolume = "credentials"
 )
 
 // Stack is a running real stack. Its fields are read-only after Start.
@@ -380,10 +385,12 @@ current-context: realstack
 }
 
 // kcmControllers: PVC binding (to the PVs made at start), Jobs, StatefulSets (Tekton's affinity
-// assistant), cascade deletion, namespace deletion, default ServiceAccounts and their
-// tokens. The node-lifecycle controller is left out (kwok's Nodes have no real leases to judge);
-// Start removes the not-ready taint itself.
-const kcmControllers = "persistentvolume-binder-controller,job-controller,statefulset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller"
+// assistant), cascade deletion, namespace deletion, default ServiceAccounts and their tokens, and
+// ResourceQuota usage (without it the apiserver's ResourceQuota admission refuses every pod of a
+// namespace with a quota: "status unknown for quota"). The node-lifecycle controller is left out
+// (kwok's Nodes have no real leases to judge); Start removes the not-ready taint itself. The
+// apiserver's default admission plugins include ResourceQuota, LimitRanger and PodSecurity.
+const kcmControllers = "persistentvolume-binder-controller,job-controller,statefulset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,resourcequota-controller"
 
 func (s *Stack) startControllers(ctx context.Context, k8sDir string) error {
 	kcm, err := s.start("kube-controller-manager", filepath.Join(k8sDir, "kube-controller-manager"), nil,
@@ -448,7 +455,7 @@ func (s *Stack) startKwok(ctx context.Context, port int) error {
 			return err
 		}
 		if strings.HasSuffix(f, "/pod-ready.yaml") {
-			data, err = leaveImagePullBackOffAlone(data)
+			data, err = leaveStuckPodsAlone(data)
 			if err != nil {
 				return err
 			}
@@ -598,9 +605,10 @@ func (s *Stack) SetNodeLog(t testing.TB, lines ...string) {
 	})
 }
 
-// leaveImagePullBackOffAlone adds to kwok's pod-ready stage a selector that skips pods asking for
-// stages/pod-image-pull-backoff.yaml, so that stage alone decides their fate.
-func leaveImagePullBackOffAlone(stage []byte) ([]byte, error) {
+// leaveStuckPodsAlone adds to kwok's pod-ready stage selectors that skip pods asking for
+// stages/pod-image-pull-backoff.yaml or mounting the missing Secret of
+// stages/pod-missing-secret.yaml, so those stages alone decide their fate.
+func leaveStuckPodsAlone(stage []byte) ([]byte, error) {
 	const anchor = "    matchExpressions:\n"
 	s := string(stage)
 	if !strings.Contains(s, anchor) {
@@ -608,5 +616,7 @@ func leaveImagePullBackOffAlone(stage []byte) ([]byte, error) {
 	}
 	return []byte(strings.Replace(s, anchor, anchor+
 		"    - key: '(.spec.containers[].env // [])[] | select(.name == \"KWOK_IMAGE_PULL_BACKOFF\") | .value'\n"+
+		"      operator: 'DoesNotExist'\n"+
+		fmt.Sprintf("    - key: '(.spec.volumes // [])[] | select(.secret.secretName == %q) | .name'\n", MissingSecret)+
 		"      operator: 'DoesNotExist'\n", 1)), nil
 }

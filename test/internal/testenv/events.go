@@ -23,3 +23,16 @@ func CreateTrainJobEvent(t testing.TB, c client.Client, tj *trainer.TrainJob, re
 	t.Helper()
 	require.NoError(t, c.Create(t.Context(), ev))
 }
+
+// CreateOwnedEvent records a Warning Event about an object a TrainJob owns (kind JobSet, Job or
+// Pod, named name), as JobSet, the Job controller or the kubelet do.
+func CreateOwnedEvent(t testing.TB, c client.Client, namespace, kind, name, reason, message string) {
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: name + "-", Namespace: namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: kind, Name: name, Namespace: namespace},
+		Reason:         reason, Message: message, Type: corev1.EventTypeWarning,
+		LastTimestamp: metav1.Now(), Source: corev1.EventSource{Component: "test"},
+	}
+	t.Helper()
+	require.NoError(t, c.Create(t.Context(), ev))
+}

@@ -1,0 +1,158 @@
+package realstack_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/cli"
+	"github.com/trainstep/trainstep/test/internal/realstack"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+)
+
+// A step whose merged Job spec the apiserver refuses (half a GPU: an extended resource must be
+// a whole number, which neither the TrainJob CRD nor either webhook checks) never gets a pod:
+// JobSet says so only in a JobCreationFailed Event on the JobSet. No retry can change the spec,
+// so the step fails at once in JobSet's words, long before its startTimeout, and the TrainJob
+// is deleted.
+func TestInvalidJobFailsTheStepAtOnceInJobSetsWords(t *testing.T) {
+	t.Parallel()
+	ns := stack.Namespace(t)
+	r := executor(t, ns, `
+framework: torch
+trainer:
+  numNodes: 2
+  resourcesPerNode: {gpu: "0.5"}
+  func: |
+    def train():
+        pass
+timeout: 30m
+startTimeout: 20m
+`)
+	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
+	t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
+	assert.Equal(t, "Failed", r.outputs["phase"])
+	assert.Equal(t, trainjob.ReasonJobCreationFailed, r.outputs["reason"], "at once, not at startTimeout")
+	msg := r.outputs["message"]
+	assert.Contains(t, msg, "the apiserver refuses its Job")
+	assert.Contains(t, msg, "as invalid")
+	assert.Contains(t, msg, `creation failed with error: Job.batch`, "JobSet's own words")
+	assert.Contains(t, msg, "must be an integer", "the apiserver's reason")
+	require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0 },
+		timeout, interval, "the TrainJob must be deleted")
+}
+
+// A pod the apiserver refuses leaves no pod, only the Job controller's FailedCreate Event on the
+// Job: the step names the cause in the Job's words while it waits, and startTimeout fails it with
+// that cause (the refusal may heal: a quota freed, a namespace relabelled, a LimitRange edited).
+func TestARefusedPodIsNamedWhileWaitingAndAtStartTimeout(t *testing.T) {
+	cases := map[string]struct {
+		setup func(t *testing.T, ns string)
+		pod   string // the step's pod block
+		want  []string
+	}{
+		"a ResourceQuota the second node exceeds": {
+			setup: func(t *testing.T, ns string) {
+				quota := &corev1.ResourceQuota{
+					ObjectMeta: metav1.ObjectMeta{Name: "one-pod", Namespace: ns},
+					Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
+				}
+				require.NoError(t, stack.Client.Create(t.Context(), quota))
+				// Until the resourcequota controller has counted, admission refuses every pod
+				// with "status unknown for quota".
+				require.Eventually(t, func() bool {
+					return stack.Client.Get(t.Context(), client.ObjectKeyFromObject(quota), quota) == nil && quota.Status.Hard != nil
+				}, timeout, interval, "the resourcequota controller must count quota %s", quota.Name)
+			},
+			want: []string{"cannot create pods: Error creating: pods", "is forbidden: exceeded quota: one-pod"},
+		},
+		"a namespace where Pod Security Admission enforces restricted": {
+			setup: func(t *testing.T, ns string) {
+				n := &corev1.Namespace{}
+				require.NoError(t, stack.Client.Get(t.Context(), client.ObjectKey{Name: ns}, n))
+				orig := n.DeepCopy()
+				n.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+				require.NoError(t, stack.Client.Patch(t.Context(), n, client.MergeFrom(orig)))
+			},
+			want: []string{"cannot create pods: Error creating: pods", `is forbidden: violates PodSecurity "restricted:latest"`},
+		},
+		"a LimitRange the pod's CPU exceeds": {
+			setup: func(t *testing.T, ns string) {
+				lr := &corev1.LimitRange{
+					ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: ns},
+					Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+						Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+					}}},
+				}
+				require.NoError(t, stack.Client.Create(t.Context(), lr))
+			},
+			want: []string{"cannot create pods: Error creating: pods", "is forbidden: maximum cpu usage per Container is 1, but limit is 4"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ns := stack.Namespace(t)
+			tc.setup(t, ns)
+			r := executor(t, ns, `
+framework: torch
+trainer:
+  numNodes: 2
+  resourcesPerNode: {cpu: 4}
+  env: {KWOK_RUN_SECONDS: "600"}
+  func: |
+    def train():
+        pass
+timeout: 5m
+startTimeout: 20s
+`)
+			require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
+			t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
+			assert.Equal(t, trainjob.ReasonStartTimeout, r.outputs["reason"])
+			assert.Contains(t, r.outputs["message"], "did not start within 20s (startTimeout)")
+			for _, w := range tc.want {
+				assert.Contains(t, r.stderr, w, "the running message says why before the end")
+				assert.Contains(t, r.outputs["message"], w, "startTimeout fails with the cause")
+			}
+			require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0 },
+				timeout, interval, "the TrainJob must be deleted")
+		})
+	}
+}
+
+// A pod volume from a Secret that does not exist: the pods are created and scheduled but wait
+// in ContainerCreating, and only the kubelet's FailedMount Event on each pod says why (played
+// here by stages/pod-missing-secret.yaml, in the kubelet's words). The step says so while it
+// waits, and startTimeout fails it with that cause.
+func TestMissingSecretVolumeIsNamedWhileWaitingAndAtStartTimeout(t *testing.T) {
+	t.Parallel()
+	ns := stack.Namespace(t)
+	r := executor(t, ns, fmt.Sprintf(`
+framework: torch
+trainer:
+  numNodes: 2
+  func: |
+    def train():
+        pass
+pod:
+  volumes: [{name: %s, secret: {secretName: %s}}]
+  volumeMounts: [{name: %s, mountPath: /var/run/credentials, readOnly: true}]
+timeout: 5m
+startTimeout: 20s
+`, realstack.MissingSecretVolume, realstack.MissingSecret, realstack.MissingSecretVolume))
+	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
+	t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
+	assert.Equal(t, trainjob.ReasonStartTimeout, r.outputs["reason"])
+	want := fmt.Sprintf(`cannot mount its volumes: MountVolume.SetUp failed for volume %q : secret %q not found`,
+		realstack.MissingSecretVolume, realstack.MissingSecret)
+	assert.Contains(t, r.stderr, want, "the running message says why before the end")
+	assert.Contains(t, r.outputs["message"], want, "startTimeout fails with the cause")
+	assert.Regexp(t, `node [01] \(pod [a-z0-9-]+\) cannot mount`, r.outputs["message"], "the pod is named by its role")
+}

@@ -1,0 +1,115 @@
+package tekton_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+	"github.com/trainstep/trainstep/test/internal/tektonharness"
+)
+
+// waitingMessage is the CustomRun's Succeeded=Unknown message once it contains want ("" if the
+// run finished first).
+func waitingMessage(t *testing.T, ns, want string) string {
+	t.Helper()
+	var waiting string
+	require.Eventually(t, func() bool {
+		runs := &v1beta1.CustomRunList{}
+		if c.List(t.Context(), runs, client.InNamespace(ns)) != nil || len(runs.Items) != 1 {
+			return false
+		}
+		cond := runs.Items[0].Status.Succeeded()
+		if cond == nil {
+			return false
+		}
+		if cond.Status == corev1.ConditionUnknown {
+			waiting = cond.Message
+		}
+		return cond.Status != corev1.ConditionUnknown || strings.Contains(waiting, want)
+	}, timeout, 50*time.Millisecond)
+	t.Logf("while waiting: %s", waiting)
+	return waiting
+}
+
+func trainJobsGone(t *testing.T, ns string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		l := &trainer.TrainJobList{}
+		return c.List(t.Context(), l, client.InNamespace(ns)) == nil && len(l.Items) == 0
+	}, timeout, interval, "the TrainJob must be deleted")
+}
+
+// TestInvalidJobFailsTheRunAtOnce: a step whose merged Job spec the apiserver refuses (half a
+// GPU) has only JobSet's JobCreationFailed Event on the JobSet to say so; the Event reaches the
+// CustomRun through the controller's Event → TrainJob → CustomRun mapping, and the run fails at
+// once in JobSet's words, long before its startTimeout.
+func TestInvalidJobFailsTheRunAtOnce(t *testing.T) {
+	dumpOnFailure(t)
+	ns := stack.Namespace(t)
+	pipelineRun(t, ns, `
+framework: torch
+trainer:
+  numNodes: 2
+  resourcesPerNode: {gpu: "0.5"}
+  func: |
+    def train():
+        pass
+startTimeout: 20m
+`)
+	tektonharness.WaitPipelineRun(t, c, ns, "run", "False", "Failed", timeout)
+	cond := customRun(t, t, ns).Status.Succeeded()
+	require.NotNil(t, cond)
+	assert.Equal(t, trainjob.ReasonJobCreationFailed, cond.Reason, cond.Message)
+	assert.Contains(t, cond.Message, "as invalid")
+	assert.Contains(t, cond.Message, "creation failed with error: Job.batch", "JobSet's own words")
+	assert.Contains(t, cond.Message, "must be an integer")
+	trainJobsGone(t, ns)
+}
+
+// TestResourceQuotaIsNamedWhileWaitingThenFailsAtStartTimeout: the second node's pod exceeds the
+// namespace's ResourceQuota; the Job controller's FailedCreate Event on the Job names the quota,
+// the waiting CustomRun's message carries it, and startTimeout fails the run with it.
+func TestResourceQuotaIsNamedWhileWaitingThenFailsAtStartTimeout(t *testing.T) {
+	dumpOnFailure(t)
+	ns := stack.Namespace(t)
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-pod", Namespace: ns},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
+	}
+	require.NoError(t, c.Create(t.Context(), quota))
+	require.Eventually(t, func() bool {
+		return c.Get(t.Context(), client.ObjectKeyFromObject(quota), quota) == nil && quota.Status.Hard != nil
+	}, timeout, interval, "the resourcequota controller must count quota %s", quota.Name)
+	pipelineRun(t, ns, `
+framework: torch
+trainer:
+  numNodes: 2
+  env: {KWOK_RUN_SECONDS: "600"}
+  func: |
+    def train():
+        pass
+startTimeout: 20s
+`)
+	const want = "is forbidden: exceeded quota: one-pod"
+	waiting := waitingMessage(t, ns, want)
+	assert.Contains(t, waiting, "cannot create pods: Error creating: pods", "the running CustomRun says why, in the Job's words")
+	assert.Contains(t, waiting, want)
+
+	tektonharness.WaitPipelineRun(t, c, ns, "run", "False", "Failed", timeout)
+	cond := customRun(t, t, ns).Status.Succeeded()
+	require.NotNil(t, cond)
+	assert.Equal(t, trainjob.ReasonStartTimeout, cond.Reason)
+	assert.Contains(t, cond.Message, "did not start within 20s (startTimeout)")
+	assert.Contains(t, cond.Message, want)
+	trainJobsGone(t, ns)
+}
