@@ -86,7 +86,8 @@ func trimForJanitor(obj any) (any, error) {
 		return out, nil
 	}
 	for id, n := range wf.Status.Nodes {
-		if n.Type != wfv1.NodeTypePlugin && !(n.Type == wfv1.NodeTypeRetry && wrapsPlugin(wf.Status.Nodes, n)) {
+		keep := n.Type == wfv1.NodeTypePlugin || (n.Type == wfv1.NodeTypeRetry && wrapsPlugin(wf.Status.Nodes, n))
+		if !keep {
 			continue
 		}
 		if out.Status.Nodes == nil {
