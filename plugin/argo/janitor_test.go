@@ -86,6 +86,9 @@ func TestTrimForJanitor(t *testing.T) {
 		assert.LessOrEqual(t, len(n.Message), janitorMessage+len("…"))
 	}
 	assert.ElementsMatch(t, []string{"wf-r", "wf-r0", "wf-r1", "wf-p"}, ids, "plugin nodes and the Retry nodes around them only")
+	again, err := trimForJanitor(out.DeepCopy())
+	require.NoError(t, err)
+	assert.Equal(t, out, again, "an informer may transform an object twice: trimming is idempotent")
 
 	wf.Status.Phase = wfv1.WorkflowSucceeded
 	wf.Labels[LabelCompleted] = "true"

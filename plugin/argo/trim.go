@@ -97,17 +97,25 @@ func trimForJanitor(obj any) (any, error) {
 		if len(msg) > janitorMessage {
 			msg = strings.ToValidUTF8(msg[:janitorMessage], "") + "…"
 		}
-		out.Status.Nodes[id] = wfv1.NodeStatus{ID: n.ID, Name: n.Name, Type: n.Type, Phase: n.Phase, Message: msg}
+		out.Status.Nodes[id] = wfv1.NodeStatus{ID: n.ID, Name: n.Name, Type: n.Type, Phase: n.Phase, Message: msg, Children: pluginChildren(wf.Status.Nodes, n)}
 	}
 	return out, nil
 }
 
 // wrapsPlugin reports whether a Retry node's attempts are plugin nodes.
 func wrapsPlugin(nodes wfv1.Nodes, n wfv1.NodeStatus) bool {
+	return len(pluginChildren(nodes, n)) > 0
+}
+
+// pluginChildren are the IDs of a node's children that are plugin nodes. A trimmed Retry node
+// keeps them, so that trimming it again keeps it: an informer may run its transform more than
+// once on one object.
+func pluginChildren(nodes wfv1.Nodes, n wfv1.NodeStatus) []string {
+	var ids []string
 	for _, c := range n.Children {
 		if child, ok := nodes[c]; ok && child.Type == wfv1.NodeTypePlugin {
-			return true
+			ids = append(ids, c)
 		}
 	}
-	return false
+	return ids
 }
