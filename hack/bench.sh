@@ -3,18 +3,19 @@
 # docs/benchmarks.md with the machine and versions they were measured on. Each section is one
 # `go test -bench` (or one test) whose raw lines are kept in $RAW for benchstat.
 #
-#   BENCH=sidebyside,sidecar,fleet,calls,tekton,core,cli (default: all) picks sections;
-#   STEPS, JOBS, FLEET, RUNS size them (defaults: the issue's figures);
+#   BENCH=sidebyside,sidecar,fleet,calls,janitor,tekton,core,cli (default: all) picks sections;
+#   STEPS, JOBS, FLEET, RUNS, WORKFLOWS size them (defaults: the issues' figures);
 #   SECTIONS=dir keeps each section's output in dir, so that a section run again (BENCH=tekton)
 #   replaces only its own table and the others stay as measured (each table names its run).
 # A section that fails is reported and the others still run; the script then exits 1.
 set -euo pipefail
 
-BENCH=${BENCH:-sidebyside,sidecar,fleet,calls,tekton,core,cli}
+BENCH=${BENCH:-sidebyside,sidecar,fleet,calls,janitor,tekton,core,cli}
 STEPS=${STEPS:-20}   # concurrent training steps each way, side by side
 JOBS=${JOBS:-10000}  # other workflows' TrainJobs in the Argo sidecar's namespace (2 pods each)
 FLEET=${FLEET:-100}  # workflows live at once, one sidecar process each
 RUNS=${RUNS:-10000}  # CustomRuns live at once on one Tekton controller
+WORKFLOWS=${WORKFLOWS:-5000} # finished Workflows the Argo janitor caches
 OUT=${OUT:-docs/benchmarks.md}
 RAW=${RAW:-bench.out}
 K8S_VERSION=${K8S_VERSION:-unknown}
@@ -69,7 +70,7 @@ table() {
 	}' "$1"
 }
 
-touch "$tmp"/{sidebyside,sidecar,fleet,calls,tekton,core,cli}.out
+touch "$tmp"/{sidebyside,sidecar,fleet,calls,janitor,tekton,core,cli}.out
 if want sidebyside; then : >"$tmp/sidebyside.out"; fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 start=$(date +%s)
@@ -91,6 +92,9 @@ fi
 if want calls; then
 	run calls ./test/integration/argo/ -run '^$' -bench '^BenchmarkStatusCalls$' -benchtime 20000x
 fi
+if want janitor; then
+	TRAINSTEP_BENCH_WORKFLOWS=$WORKFLOWS run janitor ./test/integration/argo/ -run '^$' -bench '^BenchmarkJanitorRSS$' -benchtime 1x
+fi
 if want tekton; then
 	TRAINSTEP_BENCH_RUNS=$RUNS run tekton ./test/integration/tekton/ -run '^$' -bench '^BenchmarkConcurrentRuns$' -benchtime 1x
 fi
@@ -103,7 +107,7 @@ fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 took=$(($(date +%s) - start))
 
-sections=(sidebyside sidecar fleet calls tekton core cli)
+sections=(sidebyside sidecar fleet calls janitor tekton core cli)
 for name in "${sections[@]}"; do
 	grep -E '^(Benchmark|goos|goarch|pkg|cpu)' "$tmp/$name.out" || true
 done >"$RAW"
@@ -243,6 +247,18 @@ tail rather than slowing the load.
 Clients, servers and apiserver share the machine's cores.
 
 $(section calls)
+
+## Argo: the janitor over ${WORKFLOWS} finished Workflows (\`BenchmarkJanitorRSS\`)
+
+The janitor runs once per cluster and caches every Workflow of the cluster, most of them long
+finished. The shipped binary (\`make build\`), \`executor argo-janitor\` with the \`GOMEMLIMIT\` of
+\`manifests/argo/janitor.yaml\` (its limit is 128Mi), over ${WORKFLOWS} Succeeded Workflows, each a
+DAG of ten trainstep steps with its templates and every node's inputs, outputs and message
+(\`workflow-KB\`: one of them as JSON), read once its cache has synced and it has reconciled every
+Workflow, 3 s later. The cache keeps of a Workflow only what the janitor reads (of a finished
+one, its name, UID, phase and completed label), and no managedFields.
+
+$(section janitor)
 
 ## Tekton: ${RUNS} CustomRuns live at once on one controller (\`BenchmarkConcurrentRuns\`)
 

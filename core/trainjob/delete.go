@@ -21,7 +21,7 @@ func Delete(ctx context.Context, c client.Writer, namespace, name string) error 
 	return nil
 }
 
-// deleteRetryFor is how long DeleteWithRetry keeps trying through an apiserver outage.
+// deleteRetryFor is how long DeleteWithRetry (and Keep) keeps trying through an apiserver outage.
 const deleteRetryFor = 3 * time.Minute
 
 // DeleteWithRetry deletes a TrainJob, retrying with back-off (200 ms doubling to 10 s) for up to
@@ -29,10 +29,16 @@ const deleteRetryFor = 3 * time.Minute
 // outage still stops the training once it is back. It gives up at once on errors a retry cannot
 // fix (forbidden, say), and when ctx ends.
 func DeleteWithRetry(ctx context.Context, c client.Writer, namespace, name string) error {
+	return withRetry(ctx, func() error { return Delete(ctx, c, namespace, name) })
+}
+
+// withRetry runs op until it succeeds, fails in a way a retry cannot fix, deleteRetryFor has
+// passed or ctx ends, with DeleteWithRetry's back-off.
+func withRetry(ctx context.Context, op func() error) error {
 	giveUp := time.Now().Add(deleteRetryFor)
 	delay := 200 * time.Millisecond
 	for {
-		err := Delete(ctx, c, namespace, name)
+		err := op()
 		switch {
 		case err == nil:
 			return nil

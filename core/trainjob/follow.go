@@ -52,6 +52,9 @@ type Verdict struct {
 	Observation
 	// Delete says the face must delete the TrainJob: a deadline passed and it may still run.
 	Delete bool
+	// Keep says the face must mark the TrainJob kept (Keep): the timeout passed, it may still
+	// run, and the step asked for it to stay (keepOnTimeout) until its user deletes it.
+	Keep bool
 	// TailPod is the pod whose log tail belongs in the message: the failing node of a failed
 	// job, or the newest failure of a node its Job is retrying.
 	TailPod string
@@ -97,9 +100,9 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 	}
 	if !timeout.IsZero() && !s.Now.Before(timeout) {
 		v.Observation = timedOut(obs, s.Now, fmt.Sprintf("TrainJob %s did not finish within %s", tj.Name, d.Timeout))
-		v.Delete = !d.KeepOnTimeout
+		v.Delete, v.Keep = !d.KeepOnTimeout, d.KeepOnTimeout
 		if d.KeepOnTimeout {
-			v.Message += "; it was kept (keepOnTimeout) and may still be running"
+			v.Message += fmt.Sprintf("; it was kept (keepOnTimeout) and may still be running: it stays until you delete it (kubectl delete trainjob %s)", tj.Name)
 		}
 		return v
 	}
@@ -140,9 +143,13 @@ func timedOut(obs Observation, now time.Time, msg string) Observation {
 // Conclude carries out a terminal verdict, for a face that is not asked again when this fails
 // (the CLI's wait, an Argo call): the failing pod's log tail, read while the pods are still
 // there, then the delete a deadline asks for, retried through an outage (DeleteWithRetry) for as
-// long as ctx allows. A face that is asked again (a reconciler) deletes with Delete and requeues.
+// long as ctx allows, or the keep (Keep). A face that is asked again (a reconciler) deletes with
+// Delete, keeps with ConcludeKeep, and requeues.
 func Conclude(ctx context.Context, c client.Writer, t Tailer, v Verdict) (Observation, error) {
 	obs := t.WithTail(ctx, v)
+	if v.Keep {
+		return keepVerdict(ctx, c, obs, keptWhy(v), true)
+	}
 	if !v.Delete {
 		return obs, nil
 	}
@@ -153,6 +160,24 @@ func Conclude(ctx context.Context, c client.Writer, t Tailer, v Verdict) (Observ
 		obs.Message += "; it was deleted"
 	}
 	return obs, nil
+}
+
+// ConcludeKeep marks the TrainJob of a verdict that asks for it kept (v.Keep), once, for a face
+// that is asked again (a reconciler requeues on the error). A refusal no retry fixes is said in
+// the message.
+func ConcludeKeep(ctx context.Context, c client.Writer, v Verdict) (Observation, error) {
+	if !v.Keep {
+		return v.Observation, nil
+	}
+	return keepVerdict(ctx, c, v.Observation, keptWhy(v), false)
+}
+
+// keptWhy is the value of AnnotationKept: when the timeout kept the job.
+func keptWhy(v Verdict) string {
+	if v.CompletionTime == nil {
+		return "the step's timeout passed; keepOnTimeout"
+	}
+	return fmt.Sprintf("the step's timeout passed at %s; keepOnTimeout", v.CompletionTime.UTC().Format(time.RFC3339))
 }
 
 // Tailer adds a pod's log tail to a verdict's message: the part of following that reads logs.

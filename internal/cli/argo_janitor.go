@@ -15,7 +15,9 @@ func newArgoJanitorCommand() *cobra.Command {
 		Long: `Run once per cluster beside Argo (manifests/argo/janitor.yaml). The plugin lives in each
 workflow's agent pod; when that pod is evicted or its node dies, Argo fails the plugin's nodes and
 a retryStrategy starts the next attempt while the old TrainJob trains on. The janitor deletes every
-unfinished trainstep TrainJob whose Argo node is finished or whose Workflow is stopping or done.`,
+unfinished trainstep TrainJob whose Argo node is finished (under a retryStrategy, its attempt's
+node <step>(N), not the Retry node above it) or whose Workflow is stopping or done, except one kept
+past its timeout by keepOnTimeout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := c.config(cmd.ErrOrStderr(), argo.JanitorName)

@@ -360,8 +360,11 @@ func (p *Plugin) terminal(ctx context.Context, req *request, v trainjob.Verdict,
 	if err != nil {
 		return p.pending(req, obs.Name, fmt.Sprintf("%s; deleting it failed and is retried: %v", obs.Message, err))
 	}
-	if v.Delete {
+	switch {
+	case v.Delete:
 		p.log.Info("deleted a TrainJob past a deadline", "trainjob", obs.Name, "reason", obs.Reason)
+	case v.Keep:
+		p.log.Info("kept a TrainJob past its timeout (keepOnTimeout)", "trainjob", obs.Name)
 	}
 	r := p.reply(req, obs, held)
 	if obs.CompletionTime != nil && v.Reason != trainjob.ReasonTimeout && v.Reason != trainjob.ReasonStartTimeout {

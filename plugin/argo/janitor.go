@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -37,8 +39,9 @@ type Janitor struct {
 
 var _ reconcile.Reconciler = (*Janitor)(nil)
 
-// NewJanitor builds a manager running the Janitor: it caches Workflows and the Argo face's
-// TrainJobs, without their managedFields.
+// NewJanitor builds a manager running the Janitor: it caches every Workflow of the cluster,
+// trimmed to what the Janitor reads (trimForJanitor), and the Argo face's TrainJobs, without
+// their managedFields.
 func NewJanitor(cfg *rest.Config, o managed.Options) (manager.Manager, error) {
 	scheme, err := trainjob.NewScheme(wfv1.AddToScheme)
 	if err != nil {
@@ -46,7 +49,10 @@ func NewJanitor(cfg *rest.Config, o managed.Options) (manager.Manager, error) {
 	}
 	mgr, err := managed.New(cfg, scheme, cache.Options{
 		DefaultTransform: trainjob.StripManagedFields,
-		ByObject:         map[client.Object]cache.ByObject{&trainer.TrainJob{}: {Label: JanitorSelector()}},
+		ByObject: map[client.Object]cache.ByObject{
+			&trainer.TrainJob{}: {Label: JanitorSelector()},
+			&wfv1.Workflow{}:    {Transform: trimForJanitor},
+		},
 	}, o)
 	if err != nil {
 		return nil, err
@@ -94,20 +100,31 @@ func (j *Janitor) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, fmt.Errorf("listing the TrainJobs of workflow %s: %w", req, err)
 	}
 	var errs []error
+	var again bool
 	for i := range list.Items {
 		tj := &list.Items[i]
-		if tj.DeletionTimestamp != nil || trainjob.Observe(tj, nil).Phase.Terminal() {
+		if tj.DeletionTimestamp != nil || trainjob.Kept(tj) || trainjob.Observe(tj, nil).Phase.Terminal() {
 			continue
 		}
 		why := orphaned(wf, tj)
 		if why == "" {
 			continue
 		}
-		if err := trainjob.Delete(ctx, j.client, tj.Namespace, tj.Name); err != nil {
+		deleted, err := trainjob.DeleteUnlessKept(ctx, j.client, tj)
+		switch {
+		case apierrors.IsConflict(err):
+			again = true // changed since the cache showed it (kept, perhaps): look again
+			continue
+		case err != nil:
 			errs = append(errs, err)
 			continue
 		}
-		ctrl.LoggerFrom(ctx).Info("deleted an orphaned TrainJob", "workflow", req.String(), "trainjob", tj.Name, "reason", why)
+		if deleted {
+			ctrl.LoggerFrom(ctx).Info("deleted an orphaned TrainJob", "workflow", req.String(), "trainjob", tj.Name, "reason", why)
+		}
+	}
+	if again && len(errs) == 0 {
+		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	return reconcile.Result{}, errors.Join(errs...)
 }
@@ -122,9 +139,29 @@ func orphaned(wf *wfv1.Workflow, tj *trainer.TrainJob) string {
 	if key == "" {
 		return ""
 	}
-	node := wf.Status.Nodes.FindByName(key)
+	node := stepNode(wf, key, tj.Labels[trainjob.LabelAttempt])
 	if node == nil || !node.Phase.Fulfilled(nil) {
 		return ""
 	}
-	return fmt.Sprintf("its Argo node %s is %s: %s", key, node.Phase, node.Message)
+	return fmt.Sprintf("its Argo node %s is %s: %s", node.Name, node.Phase, node.Message)
 }
+
+// stepNode is the Argo node a TrainJob was made for, from its step key ({{node.name}}) and its
+// attempt ({{retries}}). Argo substitutes {{node.name}} before it wraps a template that has a
+// retryStrategy in a Retry node, so the key names that parent, which stays Running while any
+// attempt runs; attempt N is the parent's child named key(N), which is where {{retries}} is N
+// (workflow/controller/operator.go, executeTemplate, Argo v3.7.3). A child not (yet) listed
+// falls back to the parent, which is finished only once every attempt is.
+func stepNode(wf *wfv1.Workflow, key, attempt string) *wfv1.NodeStatus {
+	node := wf.Status.Nodes.FindByName(key)
+	if node == nil || node.Type != wfv1.NodeTypeRetry || attempt == "" {
+		return node
+	}
+	if child := wf.Status.Nodes.FindByName(retryChildName(key, attempt)); child != nil {
+		return child
+	}
+	return node
+}
+
+// retryChildName is the name Argo gives attempt N of a Retry node: parent(N).
+func retryChildName(parent, attempt string) string { return parent + "(" + attempt + ")" }

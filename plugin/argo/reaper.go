@@ -24,6 +24,7 @@ const LabelCompleted = "workflows.argoproj.io/completed"
 // reaper deletes the unfinished TrainJobs of a Workflow that was stopped, terminated, failed or
 // otherwise finished: Argo never tells the plugin, so the plugin watches the Workflows. Deleting
 // the Workflow itself is left to the garbage collector through the TrainJob's owner reference.
+// A TrainJob kept past its step's timeout (trainjob.Kept) is never deleted.
 type reaper struct {
 	namespace string
 	cache     cache.Cache
@@ -120,14 +121,19 @@ func (r *reaper) reconcile(ctx context.Context, key types.NamespacedName) error 
 	var errs []error
 	for i := range list.Items {
 		tj := &list.Items[i]
-		if tj.DeletionTimestamp != nil || trainjob.Observe(tj, nil).Phase.Terminal() {
+		if tj.DeletionTimestamp != nil || trainjob.Kept(tj) || trainjob.Observe(tj, nil).Phase.Terminal() {
 			continue
 		}
-		if err := trainjob.Delete(ctx, r.api, tj.Namespace, tj.Name); err != nil {
+		// Preconditioned on the version cached: a job kept since (keepOnTimeout) is a Conflict,
+		// and the retry reads it kept.
+		deleted, err := trainjob.DeleteUnlessKept(ctx, r.api, tj)
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		r.log.Info("deleted the TrainJob of a stopped workflow", "workflow", key.String(), "trainjob", tj.Name, "reason", why)
+		if deleted {
+			r.log.Info("deleted the TrainJob of a stopped workflow", "workflow", key.String(), "trainjob", tj.Name, "reason", why)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -161,7 +167,7 @@ func (r *reaper) sweep(ctx context.Context) error {
 		if wf == nil || string(wf.UID) != tj.Labels[trainjob.LabelOwnerUID] || stopping(wf) == "" {
 			continue
 		}
-		if err := trainjob.Delete(ctx, r.api, tj.Namespace, tj.Name); err != nil {
+		if _, err := trainjob.DeleteUnlessKept(ctx, r.api, tj); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -1,6 +1,8 @@
 package argo
 
 import (
+	"strings"
+
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -48,4 +50,72 @@ func trimWorkflow(obj any) (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// janitorMessage bounds the node message the janitor keeps, for its log line: a failed node's
+// message can carry a log tail.
+const janitorMessage = 256
+
+// trimForJanitor keeps of a cached Workflow only what the Janitor reads, for it caches every
+// Workflow of the cluster, most of them long finished: its identity, the completed label and its
+// deletion, spec.shutdown and status.phase (stopping), and, while it runs, the nodes a TrainJob
+// can belong to (stepNode): its plugin nodes and the Retry nodes that wrap them, each with its
+// name, type, phase and the start of its message. A finished workflow keeps no node at all:
+// every unfinished TrainJob of it goes whatever its node says.
+func trimForJanitor(obj any) (any, error) {
+	wf, ok := obj.(*wfv1.Workflow)
+	if !ok {
+		return obj, nil
+	}
+	out := &wfv1.Workflow{
+		TypeMeta: wf.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              wf.Name,
+			Namespace:         wf.Namespace,
+			UID:               wf.UID,
+			ResourceVersion:   wf.ResourceVersion,
+			DeletionTimestamp: wf.DeletionTimestamp,
+		},
+		Spec:   wfv1.WorkflowSpec{Shutdown: wf.Spec.Shutdown},
+		Status: wfv1.WorkflowStatus{Phase: wf.Status.Phase},
+	}
+	if v, ok := wf.Labels[LabelCompleted]; ok {
+		out.Labels = map[string]string{LabelCompleted: v}
+	}
+	if stopping(out) != "" {
+		return out, nil
+	}
+	for id, n := range wf.Status.Nodes {
+		keep := n.Type == wfv1.NodeTypePlugin || (n.Type == wfv1.NodeTypeRetry && wrapsPlugin(wf.Status.Nodes, n))
+		if !keep {
+			continue
+		}
+		if out.Status.Nodes == nil {
+			out.Status.Nodes = wfv1.Nodes{}
+		}
+		msg := n.Message
+		if len(msg) > janitorMessage {
+			msg = strings.ToValidUTF8(msg[:janitorMessage], "") + "…"
+		}
+		out.Status.Nodes[id] = wfv1.NodeStatus{ID: n.ID, Name: n.Name, Type: n.Type, Phase: n.Phase, Message: msg, Children: pluginChildren(wf.Status.Nodes, n)}
+	}
+	return out, nil
+}
+
+// wrapsPlugin reports whether a Retry node's attempts are plugin nodes.
+func wrapsPlugin(nodes wfv1.Nodes, n wfv1.NodeStatus) bool {
+	return len(pluginChildren(nodes, n)) > 0
+}
+
+// pluginChildren are the IDs of a node's children that are plugin nodes. A trimmed Retry node
+// keeps them, so that trimming it again keeps it: an informer may run its transform more than
+// once on one object.
+func pluginChildren(nodes wfv1.Nodes, n wfv1.NodeStatus) []string {
+	var ids []string
+	for _, c := range n.Children {
+		if child, ok := nodes[c]; ok && child.Type == wfv1.NodeTypePlugin {
+			ids = append(ids, c)
+		}
+	}
+	return ids
 }

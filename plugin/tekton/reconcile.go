@@ -294,6 +294,13 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 			return reconcile.Result{}, err
 		}
 	}
+	if v.Keep {
+		// Marked kept and freed of its owner reference: deleting the CustomRun or its PipelineRun
+		// must not take a job the step asked to outlive its timeout.
+		if v.Observation, err = trainjob.ConcludeKeep(ctx, r.client, v); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	switch v.Phase {
 	case trainjob.PhaseSucceeded:
 		run.Status.Results = results(v.Outputs())

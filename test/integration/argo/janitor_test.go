@@ -2,6 +2,8 @@ package argo_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"testing"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,23 +36,40 @@ func startJanitor(t *testing.T, ns string) {
 	})
 }
 
-// The agent pod dies (evicted, its node lost): the plugin and its reaper go with it, and Argo
-// fails the plugin's node, while the workflow runs on (a retryStrategy would start the next
-// attempt). The janitor, which outlives every agent, deletes that node's TrainJob and leaves
-// the TrainJob of a node that still runs.
+// The agent pod dies (evicted, its node lost) or the plugin sidecar does: the plugin and its
+// reaper go with it, and Argo fails the plugin's node while the workflow runs on; under a
+// retryStrategy Argo starts the next attempt. The nodes are as Argo v3.7.3 records them: the
+// step's {{node.name}} (the key) names the Retry parent, which stays Running, and attempt N
+// ({{retries}}) is its child key(N). The janitor, which outlives every agent, deletes the failed
+// attempt's TrainJob and leaves the running attempt's and those of a node that still runs.
 func TestJanitorDeletesTheTrainJobOfAFinishedNode(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
 	wf := workflow(t, ns)
+	calls := []struct {
+		name, key string
+		attempt   int
+		retry     bool
+	}{
+		{"lost attempt", "wf.lost", 0, true},
+		{"next attempt", "wf.lost", 1, true},
+		{"alive", "wf.alive", 0, false},
+	}
 	names := map[string]string{}
-	for _, key := range []string{"wf.lost(0)", "wf.alive"} {
-		args, err := argotest.Args(wf.Name, ns, string(wf.UID), step(key, "hold"))
+	for _, call := range calls {
+		var opts []func(*wfv1.Template)
+		body := step(call.key, "hold")
+		if call.retry {
+			opts = append(opts, argotest.WithRetry(1))
+			body = step(call.key, "hold", fmt.Sprintf("attempt: %q", strconv.Itoa(call.attempt)))
+		}
+		args, err := argotest.Args(wf.Name, ns, string(wf.UID), body, opts...)
 		require.NoError(t, err)
 		r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
 		require.NoError(t, err)
 		require.NotNil(t, r.Node, "body: %s", r.Body)
-		names[key], _ = r.Output(trainjob.OutName)
-		require.NotEmpty(t, names[key], r.Node.Message)
+		names[call.name], _ = r.Output(trainjob.OutName)
+		require.NotEmpty(t, names[call.name], r.Node.Message)
 	}
 	h.stop() // the agent pod is gone, and the plugin's reaper with it
 
@@ -57,17 +77,22 @@ func TestJanitorDeletesTheTrainJobOfAFinishedNode(t *testing.T) {
 	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(wf), cur))
 	cur.Status.Phase = wfv1.WorkflowRunning
 	cur.Status.Nodes = wfv1.Nodes{
-		"wf-1": {ID: "wf-1", Name: "wf.lost(0)", Type: wfv1.NodeTypePlugin, Phase: wfv1.NodeFailed, Message: "agent pod deleted"},
-		"wf-2": {ID: "wf-2", Name: "wf.alive", Type: wfv1.NodeTypePlugin, Phase: wfv1.NodeRunning},
+		"wf-1":  {ID: "wf-1", Name: "wf.lost", Type: wfv1.NodeTypeRetry, Phase: wfv1.NodeRunning, Children: []string{"wf-10", "wf-11"}},
+		"wf-10": {ID: "wf-10", Name: "wf.lost(0)", Type: wfv1.NodeTypePlugin, Phase: wfv1.NodeFailed, Message: "connection refused"},
+		"wf-11": {ID: "wf-11", Name: "wf.lost(1)", Type: wfv1.NodeTypePlugin, Phase: wfv1.NodeRunning},
+		"wf-2":  {ID: "wf-2", Name: "wf.alive", Type: wfv1.NodeTypePlugin, Phase: wfv1.NodeRunning},
 	}
 	require.NoError(t, c.Update(t.Context(), cur))
 	startJanitor(t, ns)
 
 	require.Eventually(t, func() bool {
-		return apierrors.IsNotFound(c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: names["wf.lost(0)"]}, &trainer.TrainJob{}))
-	}, testenv.Timeout, testenv.Interval, "the TrainJob of the failed node must be deleted")
-	require.NoError(t, c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: names["wf.alive"]}, &trainer.TrainJob{}),
-		"the TrainJob of a running node stays")
+		return apierrors.IsNotFound(c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: names["lost attempt"]}, &trainer.TrainJob{}))
+	}, testenv.Timeout, testenv.Interval, "the TrainJob of the failed attempt must be deleted")
+	for _, stays := range []string{"next attempt", "alive"} {
+		tj := &trainer.TrainJob{}
+		require.NoError(t, c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: names[stays]}, tj), "the TrainJob of a running node stays: %s", stays)
+		assert.Nil(t, tj.DeletionTimestamp, stays)
+	}
 
 	// And once the workflow is stopped, the rest goes too (no reaper runs: the agent is gone).
 	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(wf), cur))
@@ -76,4 +101,52 @@ func TestJanitorDeletesTheTrainJobOfAFinishedNode(t *testing.T) {
 	require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, c, ns)) == 0 },
 		testenv.Timeout, testenv.Interval, "a stopped workflow's TrainJobs must be deleted")
 	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
+}
+
+// A step that timed out with keepOnTimeout keeps its TrainJob: the plugin marks it kept and
+// drops the Workflow's owner reference; then neither the janitor (its node is finished) nor the
+// plugin's reaper (its workflow completes) deletes it, and it trains on.
+func TestKeptTrainJobOutlivesItsNodeAndWorkflow(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
+	startJanitor(t, ns)
+	wf := workflow(t, ns)
+	args, err := argotest.Args(wf.Name, ns, string(wf.UID), step("wf.keep", "hold", "timeout: 2s", "keepOnTimeout: true"))
+	require.NoError(t, err)
+	var name string
+	require.Eventually(t, func() bool {
+		r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
+		if err != nil || r.Node == nil {
+			return false
+		}
+		name, _ = r.Output(trainjob.OutName)
+		return r.Node.Phase == wfv1.NodeFailed
+	}, testenv.Timeout, testenv.Interval, "the step must time out")
+	tj := &trainer.TrainJob{}
+	require.NoError(t, c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, tj))
+	assert.True(t, trainjob.Kept(tj), "annotations: %v", tj.Annotations)
+	assert.Empty(t, tj.OwnerReferences, "the Workflow's garbage collection must not take a kept job")
+
+	// Argo records the node failed and the workflow completes.
+	cur := &wfv1.Workflow{}
+	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(wf), cur))
+	cur.Status.Nodes = wfv1.Nodes{"wf-1": {ID: "wf-1", Name: "wf.keep", Type: wfv1.NodeTypePlugin, Phase: wfv1.NodeFailed, Message: "timed out"}}
+	require.NoError(t, c.Update(t.Context(), cur))
+	cur.Status.Phase = wfv1.WorkflowFailed
+	cur.Labels = map[string]string{argo.LabelCompleted: "true"}
+	require.NoError(t, c.Update(t.Context(), cur))
+	require.NoError(t, h.Plugin.Sweep(t.Context()), "the reaper's sweep on SIGTERM")
+
+	// The janitor and the reaper have seen the completed workflow when a TrainJob created after
+	// it, of a step not kept, is gone; the kept one is still there.
+	other := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-x",
+		Labels: tj.Labels, Annotations: map[string]string{trainjob.AnnotationStepKey: "wf.other"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: wfv1.SchemeGroupVersion.String(), Kind: "Workflow", Name: cur.Name, UID: cur.UID}},
+	}, Spec: tj.Spec}
+	require.NoError(t, c.Create(t.Context(), other))
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(c.Get(t.Context(), client.ObjectKeyFromObject(other), &trainer.TrainJob{}))
+	}, testenv.Timeout, testenv.Interval, "the janitor must have deleted the unkept job of the completed workflow")
+	require.NoError(t, c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, tj), "the kept TrainJob stays")
+	assert.Nil(t, tj.DeletionTimestamp)
 }

@@ -23,9 +23,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,12 +84,20 @@ type Harness struct {
 
 	workdir  string
 	agentCfg string // kubeconfig of the workflow ServiceAccount (the agent's identity)
+	procCtx  context.Context
 	cancel   context.CancelFunc
-	lock     *os.File
-	mu       sync.Mutex
-	logs     map[string]*harnessutil.SyncBuffer
-	pids     map[string]int
-	done     []chan struct{}
+
+	// The plugin process, which a test may kill and start again (KillPlugin, StartPlugin).
+	bin        string
+	pluginArgs []string
+	pluginStop context.CancelFunc
+	pluginDone chan struct{}
+	opts       Options
+	lock       *os.File
+	mu         sync.Mutex
+	logs       map[string]*harnessutil.SyncBuffer
+	pids       map[string]int
+	done       []chan struct{}
 
 	// For pods run as processes (podrunner.go): a watching client, the ServiceAccount configs
 	// (cached by name) and the pods' directories.
@@ -135,8 +145,8 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 		return nil, err
 	}
 	procCtx, cancel := context.WithCancel(context.Background())
-	h := &Harness{Client: c, Assets: assets, cancel: cancel, logs: map[string]*harnessutil.SyncBuffer{}, pids: map[string]int{},
-		saConfig: opts.ServiceAccountConfig, saCfgs: map[string]*rest.Config{}}
+	h := &Harness{Client: c, Assets: assets, procCtx: procCtx, cancel: cancel, logs: map[string]*harnessutil.SyncBuffer{}, pids: map[string]int{},
+		saConfig: opts.ServiceAccountConfig, saCfgs: map[string]*rest.Config{}, opts: opts}
 	defer func() {
 		if err != nil {
 			h.Stop()
@@ -185,7 +195,7 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 	if requeue <= 0 {
 		requeue = time.Second
 	}
-	if err := h.startProcess(procCtx, "workflow-controller", []string{
+	if _, err := h.startProcess(procCtx, "workflow-controller", []string{
 		"LEADER_ELECTION_IDENTITY=trainstep-e2e", "ARGO_EXECUTOR_PLUGINS=true",
 		"DEFAULT_REQUEUE_TIME=" + requeue.String(), "ARGO_AGENT_PATCH_RATE=" + requeue.String(),
 	}, filepath.Join(assets, "workflow-controller"), "--kubeconfig", opts.Kubeconfig, "--namespaced", "--namespace", Namespace,
@@ -194,8 +204,8 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 	}
 
 	// The plugin: the real binary, with the token file the agent's init container writes.
-	bin := filepath.Join(h.workdir, "executor")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, filepath.Join(root, "cmd", "executor"))
+	h.bin = filepath.Join(h.workdir, "executor")
+	build := exec.CommandContext(ctx, "go", "build", "-o", h.bin, filepath.Join(root, "cmd", "executor"))
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building the executor: %w\n%s", err, out)
 	}
@@ -205,22 +215,92 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 	if err := os.WriteFile(filepath.Join(TokenDir, "token"), []byte("placeholder"), 0o440); err != nil {
 		return nil, err
 	}
-	if err := h.startProcess(procCtx, "plugin", nil, bin, "argo-plugin", "--kubeconfig", pluginCfg, "--namespace", Namespace,
-		"--addr", PluginAddr, "--token-file", filepath.Join(TokenDir, "token"), "--hold-max", "10s", "--requeue", "1s"); err != nil {
+	h.pluginArgs = []string{"argo-plugin", "--kubeconfig", pluginCfg, "--namespace", Namespace,
+		"--addr", PluginAddr, "--token-file", filepath.Join(TokenDir, "token"), "--hold-max", "10s", "--requeue", "1s"}
+	if err := h.startPlugin(ctx); err != nil {
 		return nil, err
 	}
-	// Ready: listening, and the informers have listed (with the plugin ServiceAccount's RBAC).
-	deadline := time.Now().Add(opts.ReadyTimeout)
+	return h, nil
+}
+
+// startPlugin starts the plugin binary and returns once it is ready: listening, and its
+// informers have listed (with the plugin ServiceAccount's RBAC).
+func (h *Harness) startPlugin(ctx context.Context) error {
+	pctx, stop := context.WithCancel(h.procCtx)
+	done, err := h.startProcess(pctx, "plugin", nil, h.bin, h.pluginArgs...)
+	if err != nil {
+		stop()
+		return err
+	}
+	h.mu.Lock()
+	h.pluginStop, h.pluginDone = stop, done
+	h.mu.Unlock()
+	deadline := time.Now().Add(h.opts.ReadyTimeout)
 	for {
 		ok, err := ready(ctx)
 		if ok {
-			return h, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the plugin did not become ready at %s: %w\n%s", PluginAddr, err, tail(h.log("plugin"), 30))
+			return fmt.Errorf("the plugin did not become ready at %s: %w\n%s", PluginAddr, err, tail(h.log("plugin"), 30))
 		}
 		time.Sleep(Poll) // polling a subprocess's readiness: nothing to wait on
 	}
+}
+
+// KillPlugin kills the plugin process at once (SIGKILL, as the kernel's OOM killer or a lost
+// node would: no SIGTERM sweep) and waits for it to be gone.
+func (h *Harness) KillPlugin(t testing.TB) {
+	t.Helper()
+	h.mu.Lock()
+	pid, stop, done := h.pids["plugin"], h.pluginStop, h.pluginDone
+	h.mu.Unlock()
+	proc, err := os.FindProcess(pid)
+	require.NoError(t, err)
+	require.NoError(t, proc.Kill())
+	<-done
+	stop()
+}
+
+// StopPlugin stops the plugin process as the kubelet does when the agent pod is deleted
+// (a signal, then its sweep) and waits for it to exit.
+func (h *Harness) StopPlugin(t testing.TB) {
+	t.Helper()
+	h.mu.Lock()
+	stop, done := h.pluginStop, h.pluginDone
+	h.mu.Unlock()
+	stop()
+	<-done
+}
+
+// StartPlugin starts the plugin process again after KillPlugin or StopPlugin (the kubelet
+// restarting the sidecar) and returns once it is ready. It may be called from a Cleanup.
+func (h *Harness) StartPlugin(t testing.TB) {
+	t.Helper()
+	require.NoError(t, h.startPlugin(context.WithoutCancel(t.Context())))
+}
+
+// StartJanitor applies the janitor's ServiceAccount and RBAC from manifests/argo/janitor.yaml
+// (not its Deployment: there is no kubelet) and runs the real `executor argo-janitor` binary as
+// that ServiceAccount until the test ends.
+func (h *Harness) StartJanitor(t testing.TB) {
+	t.Helper()
+	root, err := repoRoot(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, h.applyExcept(t.Context(), "Deployment", filepath.Join(root, "manifests", "argo", "janitor.yaml")))
+	cfg, err := h.serviceAccountKubeconfig(t.Context(), h.opts, "trainstep-argo-janitor")
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(h.procCtx)
+	done, err := h.startProcess(ctx, "janitor", nil, h.bin, "argo-janitor", "--kubeconfig", cfg, "--namespaces", Namespace,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--log-format", "text")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		stop()
+		<-done
+		if t.Failed() {
+			t.Logf("janitor:\n%s", tail(h.log("janitor"), 40))
+		}
+	})
 }
 
 func ready(ctx context.Context) (bool, error) {
@@ -303,6 +383,11 @@ func repoRoot(ctx context.Context) (string, error) {
 
 // apply creates every object of the files in Namespace.
 func (h *Harness) apply(ctx context.Context, files ...string) error {
+	return h.applyExcept(ctx, "", files...)
+}
+
+// applyExcept is apply leaving out the objects of one kind ("": none).
+func (h *Harness) applyExcept(ctx context.Context, skip string, files ...string) error {
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -317,7 +402,7 @@ func (h *Harness) apply(ctx context.Context, files ...string) error {
 				}
 				return fmt.Errorf("reading %s: %w", f, err)
 			}
-			if len(u.Object) == 0 {
+			if len(u.Object) == 0 || u.GetKind() == skip {
 				continue
 			}
 			if u.GetKind() != "ClusterRole" && u.GetKind() != "ClusterRoleBinding" {
@@ -340,8 +425,9 @@ func (h *Harness) serviceAccountKubeconfig(ctx context.Context, opts Options, sa
 	return path, kubeconfig.Write(cfg, Namespace, path)
 }
 
-// startProcess runs a long-lived process until ctx ends, its output kept for failure reports.
-func (h *Harness) startProcess(ctx context.Context, name string, extraEnv []string, bin string, args ...string) error {
+// startProcess runs a long-lived process until ctx ends, its output kept for failure reports;
+// done is closed when it has exited.
+func (h *Harness) startProcess(ctx context.Context, name string, extraEnv []string, bin string, args ...string) (done chan struct{}, err error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), extraEnv...)
 	buf := &harnessutil.SyncBuffer{}
@@ -349,16 +435,16 @@ func (h *Harness) startProcess(ctx context.Context, name string, extraEnv []stri
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 20 * time.Second
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", name, err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	done := make(chan struct{})
+	done = make(chan struct{})
 	h.mu.Lock()
 	h.logs[name] = buf
 	h.pids[name] = cmd.Process.Pid
 	h.done = append(h.done, done)
 	h.mu.Unlock()
 	go func() { _ = cmd.Wait(); close(done) }()
-	return nil
+	return done, nil
 }
 
 // RSSMB is a process's resident set size and its peak, from /proc.

@@ -1,0 +1,88 @@
+package trainjob
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// AnnotationKept marks a TrainJob that a step's timeout left running because the step asked for
+// keepOnTimeout. The face that timed the step out writes it; the processes that clean up after a
+// step (the Argo plugin's reaper and the cluster's janitor, which run apart from the face that
+// kept it) read it and leave the job alone. Its value says when and why.
+const AnnotationKept = "trainstep.dev/kept"
+
+// Kept reports whether a TrainJob was kept past its step's timeout: it stays until its user
+// deletes it, and no part of trainstep deletes it.
+func Kept(tj client.Object) bool {
+	_, ok := tj.GetAnnotations()[AnnotationKept]
+	return ok
+}
+
+// Keep marks a TrainJob kept (AnnotationKept, with why) and drops its owner references, so the
+// garbage collector does not take it with the Workflow, CustomRun or step pod that made it: the
+// user asked for the job to outlive the step, so it outlives what ran the step too. One merge
+// patch; a gone job is no error.
+func Keep(ctx context.Context, c client.Writer, namespace, name, why string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"annotations":     map[string]string{AnnotationKept: why},
+		"ownerReferences": nil,
+	}})
+	if err != nil {
+		return fmt.Errorf("encoding the keep patch: %w", err)
+	}
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := c.Patch(ctx, tj, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("marking TrainJob %s/%s kept (keepOnTimeout): %w", namespace, name, err)
+	}
+	return nil
+}
+
+// DeleteUnlessKept deletes a TrainJob a face read (from a cache, say) unless it is kept. The
+// delete is preconditioned on the version read, so a keep written since (by the face that timed
+// the step out, in another process) makes it fail with a Conflict instead of deleting a kept
+// job: the caller reads again. deleted is false when the job was kept or already gone.
+func DeleteUnlessKept(ctx context.Context, c client.Writer, tj *trainer.TrainJob) (deleted bool, err error) {
+	if Kept(tj) {
+		return false, nil
+	}
+	uid, rv := tj.UID, tj.ResourceVersion
+	err = c.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name}},
+		client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("deleting TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
+}
+
+// keepVerdict carries out the keep a timed-out verdict asks for, once or (retry) through an
+// apiserver outage as DeleteWithRetry does. A refusal no retry can fix (the face may not patch
+// TrainJobs: RBAC from before kept jobs were recorded) is said in the message instead of holding
+// the step open: the job still runs, but cleanup may take it.
+func keepVerdict(ctx context.Context, c client.Writer, obs Observation, why string, retry bool) (Observation, error) {
+	keep := func() error { return Keep(ctx, c, obs.Namespace, obs.Name, why) }
+	var err error
+	if retry {
+		err = withRetry(ctx, keep)
+	} else {
+		err = keep()
+	}
+	switch {
+	case err == nil:
+		return obs, nil
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		obs.Message += fmt.Sprintf("; but it could not be marked kept, so trainstep's cleanup may still delete it "+
+			"(grant patch on trainjobs to trainstep's ServiceAccount): %v", err)
+		return obs, nil
+	}
+	return obs, err
+}
