@@ -103,7 +103,7 @@ func (r *runningExecutor) result(t *testing.T) result {
 }
 
 // nodePod is the running pod of node idx of a TrainJob.
-func nodePod(t *testing.T, ns, job string, idx string) *corev1.Pod {
+func nodePod(t *testing.T, ns, job, idx string) *corev1.Pod {
 	t.Helper()
 	pods := &corev1.PodList{}
 	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(ns), client.MatchingLabels{
