@@ -162,7 +162,8 @@ startTimeout: 10s
 	uncordon()
 
 	r := run.result(t)
-	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s", r.stderr)
+	t.Logf("stderr:\n%s", r.stderr)
+	require.Equal(t, cli.ExitSucceeded, r.code)
 	assert.Equal(t, "Succeeded", r.outputs["phase"])
 	assert.Contains(t, r.stderr, "Running: TrainJob "+tj.Name+" is running: 1/2 nodes; node 0 (pod "+victim.Name+") was evicted, attempt 1: "+why)
 	assert.Contains(t, r.stderr, "the Job is retrying it: its replacement (pod ")
@@ -221,7 +222,8 @@ trainer:
 timeout: 3m
 startTimeout: 10s
 `)
-	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s", r.stderr)
+	t.Logf("stderr:\n%s", r.stderr)
+	require.Equal(t, cli.ExitSucceeded, r.code)
 	assert.Equal(t, "Succeeded", r.outputs["phase"])
 	assert.Contains(t, r.stderr, "Running: TrainJob "+r.outputs["trainjob-name"]+" is initializing: model-initializer running")
 	tj := onlyTrainJob(t, ns)
