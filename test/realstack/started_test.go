@@ -206,9 +206,9 @@ func slowInitRuntime(t *testing.T, seconds string) string {
 }
 
 // A model download longer than startTimeout: the initializer running is the job started, so the
-// step is reported initializing, not failed, and completes.
+// step is reported initializing, not failed, and completes. Sequential: while its runtime exists,
+// a torch step that names none finds two and must pick one.
 func TestASlowInitializerIsNotAStartTimeout(t *testing.T) {
-	t.Parallel()
 	ns := stack.Namespace(t)
 	rt := slowInitRuntime(t, "30")
 	r := executor(t, ns, `
