@@ -144,6 +144,7 @@ func TestRequestsPerStep(t *testing.T) {
 	patches, _ := log.matching("PATCH", regexp.MustCompile(`/namespaces/`+ns+`/trainjobs/[^/]+$`))
 	assert.LessOrEqual(t, len(patches), runs, "at most one started-at patch per step: %v", patches)
 	all := len(creates) + len(patches) + len(writes) + len(evs)
+	t.Logf("%d steps: %d creates, %d started-at patches, %d status writes, %d Events", runs, len(creates), len(patches), len(writes), len(evs))
 	assert.LessOrEqual(t, all, 6*runs, "requests per step: %d creates, %d patches, %d status writes, %d Events", len(creates), len(patches), len(writes), len(evs))
 	for _, resource := range []string{"customruns", "trainjobs", "pods", "events"} {
 		lists, _ := log.matching("GET", regexp.MustCompile(`/`+resource+`$`))
