@@ -41,7 +41,8 @@ type WaitOptions struct {
 	// Timeout counts from Since (else the TrainJob's creation), so a restarted step keeps its
 	// deadline.
 	Timeout time.Duration
-	// StartTimeout fails the step, with the cause, when the TrainJob is not running by then.
+	// StartTimeout fails the step, with the cause, when the TrainJob has not started by then
+	// (see Deadlines.StartTimeout).
 	StartTimeout time.Duration
 	// KeepOnTimeout leaves the TrainJob in place when the timeout passes.
 	KeepOnTimeout bool
