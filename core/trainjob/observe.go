@@ -190,6 +190,13 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 		}
 		return o
 	}
+	return o.underway(tj, allRunning, initRunning, initDone)
+}
+
+// underway is a job that is neither finished nor suspended: Running when every trainer node runs
+// (with the Trainer's progress), or when it has started (Started, or AnnotationStartedAt) and a
+// node is being replaced or initializers run; else Pending, not yet started.
+func (o Observation) underway(tj *trainer.TrainJob, allRunning bool, initRunning, initDone []string) Observation {
 	if allRunning {
 		o.Phase, o.Reason = PhaseRunning, "Running"
 		o.Message = fmt.Sprintf("TrainJob %s is running: %d/%d nodes", tj.Name, o.RunningNodes, o.NumNodes)
@@ -203,7 +210,7 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 	}
 	// Once started, a job stays Running while a replaced node comes back: the pods say only
 	// that one is pending now; the annotation says the job ran (Decide reports the replacement).
-	if len(initRunning) > 0 || o.Started || !StartedAt(tj).IsZero() {
+	if o.Started || !StartedAt(tj).IsZero() {
 		o.Phase, o.Reason = PhaseRunning, "Running"
 		o.Message = fmt.Sprintf("TrainJob %s is running: %d/%d nodes", tj.Name, o.RunningNodes, o.NumNodes)
 		if len(initRunning) > 0 {

@@ -43,33 +43,16 @@ func podTrouble(pods []corev1.Pod, jobName string) Trouble {
 	var t Trouble
 	var failed, stuck []string
 	var newestFailed *corev1.Pod
-	slots, order := map[string][]*corev1.Pod{}, []string(nil)
-	sorted := append([]corev1.Pod(nil), pods...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].CreationTimestamp.Before(&sorted[j].CreationTimestamp) })
-	restartAttempt := 0
-	for i := range sorted {
-		p := &sorted[i]
-		if p.Labels[LabelJobSetName] != jobName {
-			continue
-		}
-		slot := p.Labels[LabelReplicatedJob] + "-" + p.Labels[LabelCompletionIndex]
-		if _, ok := slots[slot]; !ok {
-			order = append(order, slot)
-		}
-		slots[slot] = append(slots[slot], p)
-		if n, err := strconv.Atoi(p.Labels[LabelJobSetRestartAttempt]); err == nil && n > restartAttempt {
-			restartAttempt = n
-		}
-	}
+	slots, restartAttempt := slotsOf(pods, jobName)
 	if restartAttempt > 0 {
 		// JobSet recreated every Job (its failurePolicy): its pods say which attempt they are.
 		failed = append(failed, fmt.Sprintf("JobSet restarted the TrainJob's jobs: attempt %d", restartAttempt+1))
 		t.Restarted = true
 	}
-	for _, slot := range order {
+	for _, slot := range slots {
 		var fails []*corev1.Pod
 		var current *corev1.Pod // the slot's newest pod that has not failed
-		for _, p := range slots[slot] {
+		for _, p := range slot {
 			if p.Status.Phase == corev1.PodFailed {
 				fails = append(fails, p)
 				newestFailed = p
@@ -101,6 +84,32 @@ func podTrouble(pods []corev1.Pod, jobName string) Trouble {
 		t.Lines = append(t.Lines[:maxTrouble], fmt.Sprintf("and %d more pod(s)", more))
 	}
 	return t
+}
+
+// slotsOf groups a TrainJob's pods by slot, oldest first within one and slots in the order their
+// first pod was made, and reads the highest JobSet restart attempt among them.
+func slotsOf(pods []corev1.Pod, jobName string) (slots [][]*corev1.Pod, restartAttempt int) {
+	sorted := append([]corev1.Pod(nil), pods...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].CreationTimestamp.Before(&sorted[j].CreationTimestamp) })
+	index := map[string]int{}
+	for i := range sorted {
+		p := &sorted[i]
+		if p.Labels[LabelJobSetName] != jobName {
+			continue
+		}
+		key := p.Labels[LabelReplicatedJob] + "-" + p.Labels[LabelCompletionIndex]
+		at, ok := index[key]
+		if !ok {
+			at = len(slots)
+			index[key] = at
+			slots = append(slots, nil)
+		}
+		slots[at] = append(slots[at], p)
+		if n, err := strconv.Atoi(p.Labels[LabelJobSetRestartAttempt]); err == nil && n > restartAttempt {
+			restartAttempt = n
+		}
+	}
+	return slots, restartAttempt
 }
 
 // LabelJobSetRestartAttempt is the label JobSet puts on its Jobs' pods: how many times it has
