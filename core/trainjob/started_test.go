@@ -34,7 +34,9 @@ func TestMarkStarted(t *testing.T) {
 
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "trainjobs"}, "job", errors.New("no patch"))
 	refusing := fake.NewClientBuilder().WithScheme(scheme).WithObjects(job.DeepCopy()).WithInterceptorFuncs(interceptor.Funcs{
-		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error { return forbidden },
+		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			return forbidden
+		},
 	}).Build()
 	err = MarkStarted(t.Context(), refusing, "ns", "job", at)
 	require.ErrorIs(t, err, forbidden)
