@@ -31,9 +31,11 @@ type Spec struct {
 	// Timeout bounds the whole step; when it passes the TrainJob is deleted unless KeepOnTimeout.
 	Timeout       *Duration `json:"timeout,omitempty"`
 	KeepOnTimeout bool      `json:"keepOnTimeout,omitempty"`
-	// StartTimeout fails the step, with the scheduler's or kubelet's reason, when its TrainJob is
-	// not running within it (counted like Timeout); the TrainJob is deleted. A job held by a
-	// queue (Suspended) is not failing to start and is not bounded by it.
+	// StartTimeout fails the step, with the scheduler's or kubelet's reason, when its TrainJob
+	// has not started within it (counted like Timeout); the TrainJob is deleted. Started is an
+	// initializer pod Running or Succeeded, or every trainer node at once (trainjob.Observation
+	// Started); once started it never applies again. A job held by a queue (Suspended) is not
+	// failing to start and is not bounded by it.
 	StartTimeout *Duration `json:"startTimeout,omitempty"`
 }
 

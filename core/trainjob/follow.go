@@ -26,8 +26,10 @@ const (
 type Deadlines struct {
 	// Timeout bounds the whole step; 0 is none.
 	Timeout time.Duration
-	// StartTimeout fails a step whose TrainJob is not running by then (a pod that cannot be
-	// scheduled or pulled, nodes that keep failing), with the cause; 0 is none.
+	// StartTimeout fails a step whose TrainJob has not started by then (a pod that cannot be
+	// scheduled or pulled, nodes that keep failing), with the cause; 0 is none. Started is one
+	// initializer pod Running or Succeeded, or every trainer node at once (Observation.Started);
+	// once started (AnnotationStartedAt), it never applies again.
 	StartTimeout time.Duration
 	// KeepOnTimeout leaves the TrainJob in place when Timeout passes.
 	KeepOnTimeout bool
@@ -63,6 +65,10 @@ type Verdict struct {
 	// Trouble says the message names why a job that is not running is not (a pod that cannot
 	// be scheduled, a node its Job is retrying): news a face should pass on at once.
 	Trouble bool
+	// MarkStarted, when set, says the job has started and is not yet recorded so: the face
+	// records it with MarkStarted(ctx, c, namespace, name, MarkStarted), once; a failure is
+	// logged and asked again at the next look.
+	MarkStarted time.Time
 }
 
 // Decide applies the policy to one snapshot. It is pure: the faces do the reading, the log
@@ -72,7 +78,6 @@ type Verdict struct {
 func Decide(s Snapshot, d Deadlines) Verdict {
 	tj := s.TrainJob
 	obs := Observe(tj, s.Pods).WithEvents(s.Events)
-	trouble := podTrouble(s.Pods, tj.Name)
 	since := d.Since
 	if since.IsZero() {
 		since = tj.CreationTimestamp.Time
@@ -87,16 +92,7 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 	v := Verdict{Observation: obs}
 
 	if obs.Phase.Terminal() {
-		if obs.Phase == PhaseFailed {
-			v.TailPod = obs.FailedPod
-		}
-		if !timeout.IsZero() && obs.CompletionTime != nil && obs.CompletionTime.After(timeout) {
-			// It ended, but after the step's deadline: the step timed out. Nothing is left to stop.
-			v.Observation = timedOut(obs, s.Now, fmt.Sprintf("TrainJob %s finished at %s, after the step's timeout of %s",
-				tj.Name, obs.CompletionTime.UTC().Format(time.RFC3339), d.Timeout))
-			v.TailPod = ""
-		}
-		return v
+		return ended(v, s.Now, timeout, d.Timeout)
 	}
 	if !timeout.IsZero() && !s.Now.Before(timeout) {
 		v.Observation = timedOut(obs, s.Now, fmt.Sprintf("TrainJob %s did not finish within %s", tj.Name, d.Timeout))
@@ -106,20 +102,37 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 		}
 		return v
 	}
+	return waiting(v, s, start, timeout, d.StartTimeout)
+}
+
+// waiting is the verdict on a job that has not finished and is within its timeout: why it is not
+// (fully) running, from its Events and pods; the start to record; and startTimeout, which bounds
+// only the time until the job first starts.
+func waiting(v Verdict, s Snapshot, start, timeout time.Time, startTimeout time.Duration) Verdict {
+	tj, obs := s.TrainJob, v.Observation
+	trouble := podTrouble(s.Pods, tj.Name)
 	// What the JobSet, the Jobs and the pods' Events say (events.go); an invalid Job ends the step.
-	if obs.Phase != PhaseRunning && withOwnedTrouble(&v, s) {
+	// A started job with a node missing (replaced, or still behind its initializers) reads them
+	// too: its replacement may be refused or unable to mount its volumes.
+	missing := obs.Phase == PhaseRunning && obs.RunningNodes < obs.NumNodes
+	if (obs.Phase != PhaseRunning || missing) && withOwnedTrouble(&v, s) {
 		return v
 	}
-	if len(trouble.Lines) > 0 && obs.Phase != PhaseRunning {
+	// A started job is Running while a node is replaced (Observe): its trouble is news too.
+	if len(trouble.Lines) > 0 && (obs.Phase != PhaseRunning || missing || trouble.Restarted) {
 		v.Message += "; " + strings.Join(trouble.Lines, "; ")
 		v.TailPod = trouble.Retrying
 		v.Trouble = true
 	}
+	if obs.Started && StartedAt(tj).IsZero() {
+		v.MarkStarted = s.Now
+	}
+	// Pending is a job that never started: startTimeout bounds only the time until it first does.
 	// A Suspended job is held on purpose (Kueue, spec.suspend): it is not failing to start.
 	if !start.IsZero() && obs.Phase == PhasePending {
 		if !s.Now.Before(start) {
 			v.Phase, v.Reason = PhaseFailed, ReasonStartTimeout
-			v.Message = fmt.Sprintf("TrainJob %s did not start within %s (startTimeout); it was deleted. %s", tj.Name, d.StartTimeout, v.Message)
+			v.Message = fmt.Sprintf("TrainJob %s did not start within %s (startTimeout); it was deleted. %s", tj.Name, startTimeout, v.Message)
 			now := s.Now
 			v.CompletionTime = &now
 			v.Delete = true
@@ -129,6 +142,21 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 	}
 	if !timeout.IsZero() && (v.Wake.IsZero() || timeout.Before(v.Wake)) {
 		v.Wake = timeout
+	}
+	return v
+}
+
+// ended is the verdict on a finished job: as it finished, or timed out when that was after the
+// step's deadline (nothing is left to stop then).
+func ended(v Verdict, now, deadline time.Time, timeout time.Duration) Verdict {
+	obs := v.Observation
+	if obs.Phase == PhaseFailed {
+		v.TailPod = obs.FailedPod
+	}
+	if !deadline.IsZero() && obs.CompletionTime != nil && obs.CompletionTime.After(deadline) {
+		v.Observation = timedOut(obs, now, fmt.Sprintf("TrainJob %s finished at %s, after the step's timeout of %s",
+			obs.Name, obs.CompletionTime.UTC().Format(time.RFC3339), timeout))
+		v.TailPod = ""
 	}
 	return v
 }

@@ -49,10 +49,44 @@ func imagePull() corev1.Pod {
 	return p
 }
 
+func runningNode(idx int, created time.Time) corev1.Pod {
+	p := pod("job", NodeJob, idx, corev1.PodRunning)
+	p.CreationTimestamp = metav1.NewTime(created)
+	return p
+}
+
+func evicted(name string, idx int, created time.Time) corev1.Pod {
+	p := pod("job", NodeJob, idx, corev1.PodFailed)
+	p.Name, p.CreationTimestamp = name, metav1.NewTime(created)
+	p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
+	return p
+}
+
+func replacement(name string, idx int, created time.Time) corev1.Pod {
+	p := unschedulable(name)
+	p.Labels[LabelCompletionIndex] = string(rune('0' + idx))
+	p.CreationTimestamp = metav1.NewTime(created)
+	return p
+}
+
+func oomRestarted(idx int, created time.Time) corev1.Pod {
+	p := runningNode(idx, created)
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: NodeContainer, RestartCount: 1,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
+	return p
+}
+
+func startedJob(at time.Time) *trainer.TrainJob {
+	return marked(followJob(), at.Format(time.RFC3339))
+}
+
 func TestDecide(t *testing.T) {
 	complete := cond(trainer.TrainJobComplete, metav1.ConditionTrue, "AllJobsCompleted")
 	failed := cond(trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs")
 	hour := Deadlines{Timeout: time.Hour}
+	started := t0.Add(2 * time.Minute)
+	startIn10m := Deadlines{StartTimeout: 10 * time.Minute}
 	cases := map[string]struct {
 		snap      Snapshot
 		d         Deadlines
@@ -62,6 +96,7 @@ func TestDecide(t *testing.T) {
 		tailPod   string
 		inMessage []string
 		wake      time.Time
+		mark      time.Time
 	}{
 		"finished before the deadline, seen after it: the outcome wins": {
 			snap:  Snapshot{TrainJob: followJob(at(complete, t0.Add(59*time.Minute))), Now: t0.Add(3 * time.Hour)},
@@ -126,10 +161,63 @@ func TestDecide(t *testing.T) {
 				Message: `admission webhook "vjobset.kb.io" denied the request: will exceed 63 characters`}}},
 			phase: PhasePending, reason: ReasonResourcesCreationFailed, inMessage: []string{"will exceed 63 characters"},
 		},
+		"every node running, not yet recorded: the face records it": {
+			snap:  Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{runningNode(0, t0), runningNode(1, t0)}, Now: started},
+			d:     startIn10m,
+			phase: PhaseRunning, mark: started, inMessage: []string{"TrainJob job is running: 2/2 nodes"},
+		},
+		"recorded already: not again": {
+			snap:  Snapshot{TrainJob: startedJob(started), Pods: []corev1.Pod{runningNode(0, t0), runningNode(1, t0)}, Now: t0.Add(time.Hour)},
+			d:     startIn10m,
+			phase: PhaseRunning,
+		},
+		"one node running of two, not started: waits for startTimeout": {
+			snap:  Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{runningNode(0, t0)}, Now: started},
+			d:     startIn10m,
+			phase: PhasePending, wake: t0.Add(10 * time.Minute),
+		},
+		"started, then a node evicted and its replacement unschedulable past startTimeout: keeps waiting and says so": {
+			snap: Snapshot{TrainJob: startedJob(started), Now: t0.Add(30 * time.Minute), Pods: []corev1.Pod{
+				evicted("job-node-0-0-a", 0, t0), runningNode(1, t0), replacement("job-node-0-0-b", 0, t0.Add(20*time.Minute))}},
+			d:     startIn10m,
+			phase: PhaseRunning, tailPod: "job-node-0-0-a",
+			inMessage: []string{"TrainJob job is running: 1/2 nodes",
+				"node 0 (pod job-node-0-0-a) was evicted, attempt 1: The node was low on resource: memory.; the Job is retrying it: its replacement (pod job-node-0-0-b) is pending: cannot be scheduled: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."},
+		},
+		"a face restarted: recorded started, no pod running, past startTimeout: keeps waiting": {
+			snap:  Snapshot{TrainJob: startedJob(started), Now: t0.Add(time.Hour)},
+			d:     Deadlines{StartTimeout: 10 * time.Minute, Timeout: 2 * time.Hour},
+			phase: PhaseRunning, wake: t0.Add(2 * time.Hour), inMessage: []string{"TrainJob job is running: 0/2 nodes"},
+		},
+		"a slow initializer past startTimeout: started, initializing": {
+			snap:  Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{pod("job", ModelInitializerJob, 0, corev1.PodRunning)}, Now: t0.Add(time.Hour)},
+			d:     startIn10m,
+			phase: PhaseRunning, mark: t0.Add(time.Hour), inMessage: []string{"TrainJob job is initializing: model-initializer running"},
+		},
+		"a node OOM-killed and restarted in place: reported while every node runs": {
+			snap:  Snapshot{TrainJob: startedJob(started), Pods: []corev1.Pod{runningNode(0, t0), oomRestarted(1, t0)}, Now: t0.Add(time.Hour)},
+			d:     startIn10m,
+			phase: PhaseRunning, inMessage: []string{"TrainJob job is running: 2/2 nodes; node 1 (pod job-node-1) restarted: OOMKilled (exit code 137), attempt 2"},
+		},
+		"restarted by JobSet: the attempt, while the new pods start": {
+			snap: Snapshot{TrainJob: startedJob(started), Now: t0.Add(time.Hour), Pods: func() []corev1.Pod {
+				p := replacement("job-node-0-0-c", 0, t0.Add(40*time.Minute))
+				p.Labels[LabelJobSetRestartAttempt] = "1"
+				return []corev1.Pod{p}
+			}()},
+			d:     startIn10m,
+			phase: PhaseRunning, inMessage: []string{"JobSet restarted the TrainJob's jobs: attempt 2", "node 0 (pod job-node-0-0-c) cannot be scheduled"},
+		},
+		"never started, past startTimeout: still fails and deletes": {
+			snap:  Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{runningNode(0, t0)}, Now: t0.Add(10 * time.Minute)},
+			d:     startIn10m,
+			phase: PhaseFailed, reason: ReasonStartTimeout, delete: true,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			v := Decide(tc.snap, tc.d)
+			assert.Equal(t, tc.mark, v.MarkStarted, "MarkStarted")
 			assert.Equal(t, tc.phase, v.Phase, v.Message)
 			if tc.reason != "" {
 				assert.Equal(t, tc.reason, v.Reason)

@@ -16,3 +16,9 @@ const (
 	AnnotationTrainer  = "trainstep.dev/trainer"
 	LabelKueueQueue    = "kueue.x-k8s.io/queue-name"
 )
+
+// AnnotationStartedAt is the annotation a face puts on a TrainJob, once, when it first sees it
+// started (Observation.Started): when, in RFC 3339. It is how any face, restarted or not, knows
+// that startTimeout no longer applies: the Trainer keeps no Running condition and its jobsStatus
+// counts the present, not the past.
+const AnnotationStartedAt = "trainstep.dev/started-at"

@@ -67,6 +67,9 @@ type Observation struct {
 	// Result is the training function's return value on rank 0, as JSON, read from the trainer
 	// container's termination message (empty when it returned None or has not returned).
 	Result string
+	// Started says the pods show, now, that the job has started (see AnnotationStartedAt): an
+	// initializer pod runs or ran, or every trainer node runs or ran.
+	Started bool
 }
 
 // TrainerPods selects the pods that run the trainer: node, and launcher for MPI runtimes.
@@ -93,6 +96,28 @@ func podOrder(p corev1.Pod) int {
 	return idx
 }
 
+// initializers names the initializer replicated jobs with a pod running now and those with one
+// that succeeded (and none running), dataset before model.
+func initializers(pods []corev1.Pod, jobName string) (running, done []string) {
+	for _, rj := range []string{DatasetInitializerJob, ModelInitializerJob} {
+		var run, ok bool
+		for _, p := range pods {
+			if p.Labels[LabelJobSetName] != jobName || p.Labels[LabelReplicatedJob] != rj {
+				continue
+			}
+			run = run || p.Status.Phase == corev1.PodRunning
+			ok = ok || p.Status.Phase == corev1.PodSucceeded
+		}
+		switch {
+		case run:
+			running = append(running, rj)
+		case ok:
+			done = append(done, rj)
+		}
+	}
+	return running, done
+}
+
 // failedPod is the pod whose log explains a failure: the first failed one, else the first.
 func failedPod(pods []corev1.Pod) string {
 	for _, p := range pods {
@@ -109,7 +134,8 @@ func failedPod(pods []corev1.Pod) string {
 // Observe reads a TrainJob and its pods, the one place conditions are interpreted. Terminal is
 // Complete=True or Failed=True, found by type (never by position: Kueue's Suspended comes first).
 // There is no Running condition: Running is all trainer pods running or done, computed whatever
-// a Suspended=False/Resumed condition says (the SDK's bug #803).
+// a Suspended=False/Resumed condition says (the SDK's bug #803), or a job that has started (an
+// initializer runs, or the TrainJob carries AnnotationStartedAt) and is not suspended.
 func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 	o := Observation{
 		Name:      tj.Name,
@@ -143,6 +169,9 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 	o.FailedPod = failedPod(trainerPods)
 	result := podResult(trainerPods)
 	o.Result = result.Value
+	initRunning, initDone := initializers(pods, tj.Name)
+	allRunning := o.NumNodes > 0 && o.RunningNodes >= o.NumNodes
+	o.Started = allRunning || len(initRunning) > 0 || len(initDone) > 0
 	conds := tj.Status.Conditions
 	if c := apimeta.FindStatusCondition(conds, trainer.TrainJobFailed); c != nil && c.Status == metav1.ConditionTrue {
 		return o.terminal(PhaseFailed, c)
@@ -158,13 +187,33 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 		}
 		return o
 	}
-	if o.NumNodes > 0 && o.RunningNodes >= o.NumNodes {
+	return o.underway(tj, allRunning, initRunning, initDone)
+}
+
+// underway is a job that is neither finished nor suspended: Running when every trainer node runs
+// (with the Trainer's progress), or when it has started (Started, or AnnotationStartedAt) and a
+// node is being replaced or initializers run; else Pending, not yet started.
+func (o Observation) underway(tj *trainer.TrainJob, allRunning bool, initRunning, initDone []string) Observation {
+	if allRunning {
 		o.Phase, o.Reason = PhaseRunning, "Running"
 		o.Message = fmt.Sprintf("TrainJob %s is running: %d/%d nodes", tj.Name, o.RunningNodes, o.NumNodes)
 		if o.Progress != nil {
 			o.Message += fmt.Sprintf(", %d%% done", *o.Progress)
 			if o.Remaining != nil {
 				o.Message += fmt.Sprintf(" (about %s left)", time.Duration(*o.Remaining)*time.Second)
+			}
+		}
+		return o
+	}
+	// Once started, a job stays Running while a replaced node comes back: the pods say only
+	// that one is pending now; the annotation says the job ran (Decide reports the replacement).
+	if o.Started || !StartedAt(tj).IsZero() {
+		o.Phase, o.Reason = PhaseRunning, "Running"
+		o.Message = fmt.Sprintf("TrainJob %s is running: %d/%d nodes", tj.Name, o.RunningNodes, o.NumNodes)
+		if len(initRunning) > 0 {
+			o.Message = fmt.Sprintf("TrainJob %s is initializing: %s running", tj.Name, strings.Join(initRunning, ", "))
+			if len(initDone) > 0 {
+				o.Message += fmt.Sprintf(" (%s done)", strings.Join(initDone, ", "))
 			}
 		}
 		return o

@@ -71,6 +71,11 @@ func pod(job, rj string, idx int, phase corev1.PodPhase) corev1.Pod {
 		Status: corev1.PodStatus{Phase: phase}}
 }
 
+func marked(tj *trainer.TrainJob, at string) *trainer.TrainJob {
+	tj.Annotations = map[string]string{AnnotationStartedAt: at}
+	return tj
+}
+
 func TestObserve(t *testing.T) {
 	tj := func(nodes int32, suspend bool, conds ...metav1.Condition) *trainer.TrainJob {
 		return &trainer.TrainJob{
@@ -86,18 +91,32 @@ func TestObserve(t *testing.T) {
 		phase   Phase
 		reason  string
 		running int32
+		started bool
+		message string
 	}{
-		"no pods yet":             {tj: tj(2, false), phase: PhasePending, reason: "Pending"},
-		"one of two running":      {tj: tj(2, false), pods: running[:1], phase: PhasePending, running: 1},
-		"all running":             {tj: tj(2, false), pods: running, phase: PhaseRunning, running: 2},
-		"other jobs' pods":        {tj: tj(1, false), pods: []corev1.Pod{pod("other", "node", 0, corev1.PodRunning)}, phase: PhasePending},
-		"initializer pods":        {tj: tj(1, false), pods: []corev1.Pod{pod("job", "dataset-initializer", 0, corev1.PodRunning)}, phase: PhasePending},
-		"mpi launcher counts":     {tj: tj(2, false), pods: []corev1.Pod{pod("job", "launcher", 0, corev1.PodRunning), pod("job", "node", 0, corev1.PodRunning)}, phase: PhaseRunning, running: 2},
-		"suspended by kueue":      {tj: tj(2, true, cond("Suspended", "True", "Suspended")), phase: PhaseSuspended, reason: "Suspended"},
-		"spec.suspend alone":      {tj: tj(2, true), phase: PhaseSuspended},
-		"resumed, running (#803)": {tj: tj(2, false, cond("Suspended", "False", "Resumed")), pods: running, phase: PhaseRunning, running: 2},
+		"no pods yet":        {tj: tj(2, false), phase: PhasePending, reason: "Pending"},
+		"one of two running": {tj: tj(2, false), pods: running[:1], phase: PhasePending, running: 1},
+		"all running":        {tj: tj(2, false), pods: running, phase: PhaseRunning, running: 2, started: true},
+		"other jobs' pods":   {tj: tj(1, false), pods: []corev1.Pod{pod("other", "node", 0, corev1.PodRunning)}, phase: PhasePending},
+		"an initializer running has started": {tj: tj(1, false), pods: []corev1.Pod{pod("job", "dataset-initializer", 0, corev1.PodRunning)}, phase: PhaseRunning, started: true,
+			message: "TrainJob job is initializing: dataset-initializer running"},
+		"initializers done, nodes pending: started": {tj: tj(1, false), pods: []corev1.Pod{pod("job", "dataset-initializer", 0, corev1.PodSucceeded),
+			pod("job", "model-initializer", 0, corev1.PodSucceeded), pod("job", "node", 0, corev1.PodPending)}, phase: PhaseRunning, started: true,
+			message: "TrainJob job is running: 0/1 nodes"},
+		"one initializer running, one done": {tj: tj(1, false), pods: []corev1.Pod{pod("job", "dataset-initializer", 0, corev1.PodSucceeded),
+			pod("job", "model-initializer", 0, corev1.PodRunning)}, phase: PhaseRunning, started: true,
+			message: "TrainJob job is initializing: model-initializer running (dataset-initializer done)"},
+		"an initializer pending has not started": {tj: tj(1, false), pods: []corev1.Pod{pod("job", "model-initializer", 0, corev1.PodPending)}, phase: PhasePending},
+		"recorded started, a node replaced: still running": {tj: marked(tj(2, false), "2026-12-01T06:00:00Z"), pods: running[:1], phase: PhaseRunning, running: 1,
+			message: "TrainJob job is running: 1/2 nodes"},
+		"recorded started, suspended: suspended":         {tj: marked(tj(2, true), "2026-12-01T06:00:00Z"), phase: PhaseSuspended},
+		"a started-at that is not a time is not started": {tj: marked(tj(2, false), "yesterday"), pods: running[:1], phase: PhasePending, running: 1},
+		"mpi launcher counts":                            {tj: tj(2, false), pods: []corev1.Pod{pod("job", "launcher", 0, corev1.PodRunning), pod("job", "node", 0, corev1.PodRunning)}, phase: PhaseRunning, running: 2, started: true},
+		"suspended by kueue":                             {tj: tj(2, true, cond("Suspended", "True", "Suspended")), phase: PhaseSuspended, reason: "Suspended"},
+		"spec.suspend alone":                             {tj: tj(2, true), phase: PhaseSuspended},
+		"resumed, running (#803)":                        {tj: tj(2, false, cond("Suspended", "False", "Resumed")), pods: running, phase: PhaseRunning, running: 2, started: true},
 		"complete after suspend (not by position)": {tj: tj(2, false, cond("Suspended", "False", "Resumed"), cond("Complete", "True", "AllJobsCompleted")),
-			pods: running, phase: PhaseSucceeded, reason: "AllJobsCompleted", running: 2},
+			pods: running, phase: PhaseSucceeded, reason: "AllJobsCompleted", running: 2, started: true},
 		"failed":                     {tj: tj(1, false, cond("Failed", "True", "FailedJobs")), phase: PhaseFailed, reason: "FailedJobs"},
 		"failed wins":                {tj: tj(1, false, cond("Complete", "True", "AllJobsCompleted"), cond("Failed", "True", "DeadlineExceeded")), phase: PhaseFailed, reason: "DeadlineExceeded"},
 		"failed false is not failed": {tj: tj(1, false, cond("Failed", "False", "x")), phase: PhasePending},
@@ -110,7 +129,11 @@ func TestObserve(t *testing.T) {
 				assert.Equal(t, tc.reason, o.Reason)
 			}
 			assert.Equal(t, tc.running, o.RunningNodes)
+			assert.Equal(t, tc.started, o.Started, "started now")
 			assert.Equal(t, tc.phase.Terminal(), o.CompletionTime != nil)
+			if tc.message != "" {
+				assert.Equal(t, tc.message, o.Message)
+			}
 		})
 	}
 }

@@ -24,45 +24,59 @@ var stuckReasons = map[string]bool{
 // maxTrouble bounds how many pods a message names; the rest are counted.
 const maxTrouble = 3
 
-// Trouble is why a TrainJob that is not yet running is not: a pod the scheduler cannot place, a
-// container the kubelet cannot start, or a node that failed and that its Job is retrying. The
-// Trainer's conditions say none of this; the pods do.
+// Trouble is why a TrainJob is not (or not wholly) running: a pod the scheduler cannot place, a
+// container the kubelet cannot start, a node that failed or was evicted and that its Job is
+// replacing, a node restarted in place or by JobSet. The Trainer's conditions say none of this;
+// the pods do.
 type Trouble struct {
-	// Lines are one sentence per pod, most telling first: failures, then stuck pods.
+	// Lines are one sentence per pod, most telling first: failures and restarts, then stuck pods.
 	Lines []string
 	// Retrying is the newest failed pod of a node its Job is retrying: its log says why.
 	Retrying string
+	// Restarted says a line reports a failure or restart: news even while every node runs.
+	Restarted bool
 }
 
-// podTrouble reads a TrainJob's pods (every replicated job: initializers too).
+// podTrouble reads a TrainJob's pods (every replicated job: initializers too), slot by slot (a
+// replicated job and completion index: a failed pod and the replacement its Job made share one).
 func podTrouble(pods []corev1.Pod, jobName string) Trouble {
-	var failed, stuck []string
 	var t Trouble
+	var failed, stuck []string
 	var newestFailed *corev1.Pod
-	attempts := map[string]int{} // failed pods per replicated job and index
-	sorted := append([]corev1.Pod(nil), pods...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].CreationTimestamp.Before(&sorted[j].CreationTimestamp) })
-	for i := range sorted {
-		p := &sorted[i]
-		if p.Labels[LabelJobSetName] != jobName {
+	slots, restartAttempt := slotsOf(pods, jobName)
+	if restartAttempt > 0 {
+		// JobSet recreated every Job (its failurePolicy): its pods say which attempt they are.
+		failed = append(failed, fmt.Sprintf("JobSet restarted the TrainJob's jobs: attempt %d", restartAttempt+1))
+		t.Restarted = true
+	}
+	for _, slot := range slots {
+		var fails []*corev1.Pod
+		var current *corev1.Pod // the slot's newest pod that has not failed
+		for _, p := range slot {
+			if p.Status.Phase == corev1.PodFailed {
+				fails = append(fails, p)
+				newestFailed = p
+			} else {
+				current = p
+			}
+		}
+		if len(fails) > 0 {
+			failed = append(failed, failedLine(fails[len(fails)-1], len(fails), current))
+			t.Restarted = true
+		}
+		if current == nil {
 			continue
 		}
-		slot := p.Labels[LabelReplicatedJob] + "-" + p.Labels[LabelCompletionIndex]
-		switch p.Status.Phase {
-		case corev1.PodFailed:
-			attempts[slot]++
-			failed = append(failed, fmt.Sprintf("%s failed (%s), attempt %d; the Job is retrying it", describePod(p), exitOf(p), attempts[slot]))
-			newestFailed = p
-		case corev1.PodPending, corev1.PodRunning, "":
-			if why := stuckWhy(p); why != "" {
-				stuck = append(stuck, fmt.Sprintf("%s %s", describePod(p), why))
-			}
+		if line := restartedLine(current, len(fails)); line != "" {
+			failed = append(failed, line)
+			t.Restarted = true
+		}
+		if why := stuckWhy(current); why != "" && len(fails) == 0 {
+			stuck = append(stuck, fmt.Sprintf("%s %s", describePod(current), why))
 		}
 	}
 	if newestFailed != nil {
 		t.Retrying = newestFailed.Name
-		// The newest failure per slot tells the story; older ones only count.
-		failed = failed[len(failed)-1:]
 	}
 	t.Lines = append(append(t.Lines, failed...), stuck...)
 	if len(t.Lines) > maxTrouble {
@@ -70,6 +84,86 @@ func podTrouble(pods []corev1.Pod, jobName string) Trouble {
 		t.Lines = append(t.Lines[:maxTrouble], fmt.Sprintf("and %d more pod(s)", more))
 	}
 	return t
+}
+
+// slotsOf groups a TrainJob's pods by slot, oldest first within one and slots in the order their
+// first pod was made, and reads the highest JobSet restart attempt among them.
+func slotsOf(pods []corev1.Pod, jobName string) (slots [][]*corev1.Pod, restartAttempt int) {
+	sorted := append([]corev1.Pod(nil), pods...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].CreationTimestamp.Before(&sorted[j].CreationTimestamp) })
+	index := map[string]int{}
+	for i := range sorted {
+		p := &sorted[i]
+		if p.Labels[LabelJobSetName] != jobName {
+			continue
+		}
+		key := p.Labels[LabelReplicatedJob] + "-" + p.Labels[LabelCompletionIndex]
+		at, ok := index[key]
+		if !ok {
+			at = len(slots)
+			index[key] = at
+			slots = append(slots, nil)
+		}
+		slots[at] = append(slots[at], p)
+		if n, err := strconv.Atoi(p.Labels[LabelJobSetRestartAttempt]); err == nil && n > restartAttempt {
+			restartAttempt = n
+		}
+	}
+	return slots, restartAttempt
+}
+
+// LabelJobSetRestartAttempt is the label JobSet puts on its Jobs' pods: how many times it has
+// recreated all its Jobs (its failurePolicy's restarts).
+const LabelJobSetRestartAttempt = "jobset.sigs.k8s.io/restart-attempt"
+
+// failedLine tells how a slot's newest failed pod ended (its attempt), and where its replacement
+// is: "node 0 (pod x) was evicted, attempt 1: <kubelet's words>; the Job is retrying it: its
+// replacement (pod y) is pending: cannot be scheduled: ...".
+func failedLine(p *corev1.Pod, attempt int, replacement *corev1.Pod) string {
+	line := fmt.Sprintf("%s failed (%s), attempt %d", describePod(p), exitOf(p), attempt)
+	if p.Status.Reason == reasonEvicted {
+		line = fmt.Sprintf("%s was evicted, attempt %d", describePod(p), attempt)
+		if msg := strings.TrimSpace(p.Status.Message); msg != "" {
+			line += ": " + msg
+		}
+	}
+	switch {
+	case replacement == nil:
+		return line + "; the Job is retrying it"
+	case replacement.Status.Phase == corev1.PodRunning:
+		return line + fmt.Sprintf("; its replacement (pod %s) is running", replacement.Name)
+	case replacement.Status.Phase == corev1.PodSucceeded:
+		return line + fmt.Sprintf("; its replacement (pod %s) succeeded", replacement.Name)
+	}
+	line += fmt.Sprintf("; the Job is retrying it: its replacement (pod %s) is pending", replacement.Name)
+	if why := stuckWhy(replacement); why != "" {
+		line += ": " + why
+	}
+	return line
+}
+
+// reasonEvicted is the pod status reason the kubelet gives a pod it evicted (node pressure).
+const reasonEvicted = "Evicted"
+
+// restartedLine reports a pod whose containers the kubelet restarted in place (restartPolicy
+// OnFailure, JobSet's default): how the last run ended, and which attempt this is.
+func restartedLine(p *corev1.Pod, failedBefore int) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		last := cs.LastTerminationState.Terminated
+		if cs.RestartCount == 0 || last == nil {
+			continue
+		}
+		how := "exit code " + strconv.Itoa(int(last.ExitCode))
+		if last.Reason != "" && last.Reason != "Error" {
+			how = fmt.Sprintf("%s (exit code %d)", last.Reason, last.ExitCode)
+		}
+		who := describePod(p)
+		if cs.Name != NodeContainer {
+			who += " container " + cs.Name
+		}
+		return fmt.Sprintf("%s restarted: %s, attempt %d", who, how, failedBefore+int(cs.RestartCount)+1)
+	}
+	return ""
 }
 
 // describePod names a pod by its role: "node 1 (pod x)".

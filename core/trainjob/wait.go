@@ -42,7 +42,8 @@ type WaitOptions struct {
 	// Timeout counts from Since (else the TrainJob's creation), so a restarted step keeps its
 	// deadline.
 	Timeout time.Duration
-	// StartTimeout fails the step, with the cause, when the TrainJob is not running by then.
+	// StartTimeout fails the step, with the cause, when the TrainJob has not started by then
+	// (see Deadlines.StartTimeout).
 	StartTimeout time.Duration
 	// KeepOnTimeout leaves the TrainJob in place when the timeout passes.
 	KeepOnTimeout bool
@@ -53,6 +54,9 @@ type WaitOptions struct {
 	// OnChange is called with each new observation on the way (phase, node count or message
 	// changed); the terminal one is Wait's result, not a change.
 	OnChange func(Observation)
+	// OnWarning is told of a failure the wait carries on through: recording on the TrainJob
+	// that it started (MarkStarted), which the next change tries again.
+	OnWarning func(error)
 }
 
 func (o WaitOptions) deadlines() Deadlines {
@@ -150,6 +154,7 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 	}
 
 	var last Observation
+	marked := false // this process recorded the start; the watch may not show it yet
 	for {
 		obj, exists, err := jobs.GetStore().GetByKey(namespace + "/" + name)
 		if err != nil {
@@ -166,6 +171,13 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 		}, d)
 		if v.Phase.Terminal() {
 			return Conclude(ctx, w.Client, w.tailer(), v) // the caller reports the end; OnChange is for the way there
+		}
+		if !v.MarkStarted.IsZero() && !marked {
+			err := MarkStarted(ctx, w.Client, namespace, name, v.MarkStarted)
+			marked = err == nil
+			if err != nil && opts.OnWarning != nil {
+				opts.OnWarning(err)
+			}
 		}
 		if changedEnough(last, v.Observation) {
 			obs := v.Observation

@@ -181,6 +181,7 @@ func (o *runOptions) run(ctx context.Context) int {
 				go o.follow(ctx, follower, obs.Namespace, obs.Node0Pod)
 			}
 		},
+		OnWarning: func(err error) { o.say("warning: %v; tried again at the next change", err) },
 	})
 	if err != nil {
 		if ctx.Err() != nil {

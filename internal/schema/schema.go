@@ -24,7 +24,7 @@ var descriptions = map[string]string{
 	"queueName":          "Kueue LocalQueue (label kueue.x-k8s.io/queue-name).",
 	"timeout":            "Bound on the whole step, e.g. 2h; the TrainJob is deleted when it passes unless keepOnTimeout.",
 	"keepOnTimeout":      "Leave the TrainJob running when the timeout passes.",
-	"startTimeout":       "Fail the step, with the scheduler's or kubelet's reason, when its TrainJob is not running within this (e.g. 15m); the TrainJob is deleted. A queued (Suspended) job is not bounded by it.",
+	"startTimeout":       "Fail the step, with the scheduler's or kubelet's reason, when its TrainJob has not started within this (e.g. 15m); the TrainJob is deleted. Started: an initializer pod Running or Succeeded, or every trainer node Running or Succeeded at once; once started it never applies again. A queued (Suspended) job is not bounded by it.",
 	"func":               "Python source that defines the training function.",
 	"funcName":           "The function to call; optional when func defines exactly one top-level function.",
 	"funcArgs":           "Keyword arguments, passed as Python literals.",

@@ -263,10 +263,14 @@ func (p *Plugin) follow(ctx context.Context, req *request, tj *trainer.TrainJob)
 	var changed <-chan struct{}
 	var hold <-chan time.Time
 	var first string // the message the call was held with
+	marked := false  // this call recorded the start; the cache may not show it yet
 	for {
 		v := trainjob.Decide(p.snapshot(ctx, tj), req.deadlines())
 		if v.Phase.Terminal() {
 			return p.terminal(ctx, req, v, p.clock.Since(start))
+		}
+		if !v.MarkStarted.IsZero() && !marked {
+			marked = p.markStarted(ctx, tj, v.MarkStarted)
 		}
 		// New trouble (a pod that cannot be scheduled, a node failing) is answered at once, so
 		// the node says why while it waits rather than at the end of the hold.
@@ -299,6 +303,16 @@ func (p *Plugin) follow(ctx context.Context, req *request, tj *trainer.TrainJob)
 		}
 		tj = cur
 	}
+}
+
+// markStarted records that the TrainJob started, so startTimeout never applies again, whichever
+// sidecar answers next. A failure is logged and tried again at the next look.
+func (p *Plugin) markStarted(ctx context.Context, tj *trainer.TrainJob, at time.Time) bool {
+	if err := trainjob.MarkStarted(ctx, p.api, tj.Namespace, tj.Name, at); err != nil {
+		p.log.Warn("recording that a TrainJob started failed; tried again at the next look", "trainjob", tj.Name, "error", err)
+		return false
+	}
+	return true
 }
 
 // sleep waits for a change or the step's deadline (true: look again), or for the hold or the

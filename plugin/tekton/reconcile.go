@@ -287,6 +287,13 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 		}
 	}
 	r.metrics.setPhase(client.ObjectKeyFromObject(run), v.Phase)
+	if !v.MarkStarted.IsZero() {
+		// Recorded on the TrainJob so startTimeout never applies again, whichever replica
+		// reconciles next; a failure is tried again at the next reconcile.
+		if err := trainjob.MarkStarted(ctx, r.client, tj.Namespace, tj.Name, v.MarkStarted); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "recording that a TrainJob started; tried again at the next reconcile", "trainJob", klog.KObj(tj))
+		}
+	}
 	if v.Delete {
 		// A plain delete: on failure the reconcile is requeued with back-off rather than holding a
 		// worker through an apiserver outage.

@@ -25,7 +25,7 @@ func TestTrimTrainJobKeepsWhatObserveReads(t *testing.T) {
 	tj := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "tj", Namespace: "ns", UID: "u", ResourceVersion: "7", CreationTimestamp: created,
 			Labels:          map[string]string{trainjob.LabelEngine: Engine, trainjob.LabelFramework: "jax"},
-			Annotations:     map[string]string{"big": "x"},
+			Annotations:     map[string]string{"big": "x", trainjob.AnnotationStartedAt: "2026-12-01T10:05:00Z"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "CustomRun", Name: "run", Controller: ptr.To(true)}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m"}}},
 		Spec: trainer.TrainJobSpec{
@@ -42,7 +42,8 @@ func TestTrimTrainJobKeepsWhatObserveReads(t *testing.T) {
 	assert.Equal(t, tj.OwnerReferences, got.OwnerReferences)
 	assert.Equal(t, tj.ResourceVersion, got.ResourceVersion)
 	assert.Equal(t, tj.Spec.Suspend, got.Spec.Suspend)
-	assert.Empty(t, got.Annotations)
+	assert.Equal(t, map[string]string{trainjob.AnnotationStartedAt: "2026-12-01T10:05:00Z"}, got.Annotations, "only the start record")
+	assert.Equal(t, created.Add(5*time.Minute), trainjob.StartedAt(got))
 	assert.Empty(t, got.ManagedFields)
 	assert.Empty(t, got.Spec.Trainer.Command)
 

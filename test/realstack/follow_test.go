@@ -39,21 +39,24 @@ startTimeout: 10s
 }
 
 // A node that fails is retried by its Job for minutes (backoffLimit 6); meanwhile the step names
-// the node, its exit code and attempt, with the tail of its log read through pods/log.
+// the node, its exit code and attempt, with the tail of its log read through pods/log. One node
+// more than there are GPU Nodes: the job never has every node running at once, so it never
+// starts and startTimeout ends it.
 func TestRetriedNodeIsReportedWithItsExitCodeAndLog(t *testing.T) {
 	ns := stack.Namespace(t)
 	stack.SetNodeLog(t, "Traceback (most recent call last):", "RuntimeError: NCCL error: unhandled system error")
-	r := executor(t, ns, `
+	r := executor(t, ns, fmt.Sprintf(`
 framework: torch
 trainer:
-  numNodes: 2
+  numNodes: %d
+  resourcesPerNode: {gpu: %d}
   env: {KWOK_FAIL: "1"}
   func: |
     def train():
         raise SystemExit(1)
 timeout: 5m
 startTimeout: 20s
-`)
+`, realstack.NodeCount+1, realstack.NodeGPUs))
 	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
 	assert.Equal(t, "StartTimeout", r.outputs["reason"])
 	assert.Contains(t, r.stderr, "failed (exit code 1), attempt", "while the Job retries")

@@ -107,10 +107,12 @@ func TestPlansReadRuntimesFromTheCache(t *testing.T) {
 	}
 }
 
-// TestRequestsPerStep holds the controller to its request budget: per step, one TrainJob
-// create (no read before it: the cache said there is none; none after it: the watch brings it),
-// at most three status writes (started with the TrainJob's name, running, finished) and none
-// refused for a stale read, and one Event (the finish). Everything else comes from watches.
+// TestRequestsPerStep holds the controller to its request budget of at most six requests per
+// step: one TrainJob create (no read before it: the cache said there is none; none after it: the
+// watch brings it), at most one TrainJob patch (the started-at annotation, once the job started:
+// none for a job first seen finished), at most three status writes (started with the TrainJob's
+// name, running, finished) and none refused for a stale read, and one Event (the finish).
+// Everything else comes from watches.
 func TestRequestsPerStep(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
@@ -126,8 +128,9 @@ func TestRequestsPerStep(t *testing.T) {
 		waitRun(t, ns, fmt.Sprintf("run-%d", i), succeeded(corev1.ConditionTrue, tekton.ReasonSucceeded))
 	}
 	// Events are sent in the background after the write they report.
+	var evs []string
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
-		evs, _ := log.matching("POST", regexp.MustCompile(`/namespaces/`+ns+`/events$`))
+		evs, _ = log.matching("POST", regexp.MustCompile(`/namespaces/`+ns+`/events$`))
 		assert.Len(ct, evs, runs, "one Event per step")
 	}, testenv.Timeout, testenv.Interval)
 
@@ -138,6 +141,11 @@ func TestRequestsPerStep(t *testing.T) {
 	writes, codes := log.matching("PUT", regexp.MustCompile(`/namespaces/`+ns+`/customruns/[^/]+/status$`))
 	assert.LessOrEqual(t, len(writes), 3*runs, "status writes: %v", writes)
 	assert.NotContains(t, codes, http.StatusConflict, "a status write on a stale read")
+	patches, _ := log.matching("PATCH", regexp.MustCompile(`/namespaces/`+ns+`/trainjobs/[^/]+$`))
+	assert.LessOrEqual(t, len(patches), runs, "at most one started-at patch per step: %v", patches)
+	all := len(creates) + len(patches) + len(writes) + len(evs)
+	t.Logf("%d steps: %d creates, %d started-at patches, %d status writes, %d Events", runs, len(creates), len(patches), len(writes), len(evs))
+	assert.LessOrEqual(t, all, 6*runs, "requests per step: %d creates, %d patches, %d status writes, %d Events", len(creates), len(patches), len(writes), len(evs))
 	for _, resource := range []string{"customruns", "trainjobs", "pods", "events"} {
 		lists, _ := log.matching("GET", regexp.MustCompile(`/`+resource+`$`))
 		for _, l := range lists {

@@ -76,7 +76,7 @@ func TestTorchStepSucceedsThroughTheRealTrainer(t *testing.T) {
 	wf := harness.Submit(t, workflow("torch", `          framework: torch
           trainer:
             numNodes: 2
-            env: {KWOK_RUN_SECONDS: "2"}
+            env: {KWOK_RUN_SECONDS: "5"}
             func: |
               def train():
                   print("hello from the real stack")
@@ -98,6 +98,10 @@ func TestTorchStepSucceedsThroughTheRealTrainer(t *testing.T) {
 	require.NoError(t, stack.Client.Get(t.Context(), client.ObjectKey{Namespace: argoharness.Namespace, Name: name}, tj))
 	assert.True(t, meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete), "%+v", tj.Status.Conditions)
 	assert.Equal(t, wf.UID, tj.OwnerReferences[0].UID, "the Workflow owns the TrainJob")
+	// The sidecar recorded the start on the TrainJob, as its ServiceAccount, through the RBAC and
+	// admission policy of manifests/argo and the Trainer's webhook.
+	_, err := time.Parse(time.RFC3339, tj.Annotations[trainjob.AnnotationStartedAt])
+	assert.NoError(t, err, "the start is recorded on the TrainJob: %v", tj.Annotations)
 	pods := &corev1.PodList{}
 	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(argoharness.Namespace),
 		client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": name}))

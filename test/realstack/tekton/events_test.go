@@ -3,7 +3,6 @@ package tekton_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
@@ -14,32 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
-	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
 	"github.com/trainstep/trainstep/test/internal/tektonharness"
 )
-
-// waitingMessage is the CustomRun's Succeeded=Unknown message once it contains want ("" if the
-// run finished first).
-func waitingMessage(t *testing.T, ns, want string) string {
-	t.Helper()
-	var waiting string
-	require.Eventually(t, func() bool {
-		runs := &v1beta1.CustomRunList{}
-		if c.List(t.Context(), runs, client.InNamespace(ns)) != nil || len(runs.Items) != 1 {
-			return false
-		}
-		cond := runs.Items[0].Status.Succeeded()
-		if cond == nil {
-			return false
-		}
-		if cond.Status == corev1.ConditionUnknown {
-			waiting = cond.Message
-		}
-		return cond.Status != corev1.ConditionUnknown || strings.Contains(waiting, want)
-	}, timeout, 50*time.Millisecond)
-	t.Logf("while waiting: %s", waiting)
-	return waiting
-}
 
 func trainJobsGone(t *testing.T, ns string) {
 	t.Helper()
@@ -101,7 +76,11 @@ trainer:
 startTimeout: 20s
 `)
 	const want = "is forbidden: exceeded quota: one-pod"
-	waiting := waitingMessage(t, ns, want)
+	waiting, ok := waitingMessage(t, ns, func(m string) bool { return strings.Contains(m, want) })
+	if !ok {
+		waiting = "" // the run finished first
+	}
+	t.Logf("while waiting: %s", waiting)
 	assert.Contains(t, waiting, "cannot create pods: Error creating: pods", "the running CustomRun says why, in the Job's words")
 	assert.Contains(t, waiting, want)
 

@@ -1,0 +1,238 @@
+package realstack_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/cli"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+)
+
+// syncBuffer is a buffer the executor writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runningExecutor is the real binary running a step in the background, as a pipeline step does,
+// so a test can act on the cluster while the step waits.
+type runningExecutor struct {
+	stdout, stderr syncBuffer
+	outDir         string
+	done           chan struct{}
+	err            error
+}
+
+func startExecutor(t *testing.T, ns, step string) *runningExecutor {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "step.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	r := &runningExecutor{outDir: filepath.Join(dir, "outputs"), done: make(chan struct{})}
+	cmd := exec.CommandContext(ctx, bin, "run", "--namespace", ns, "-f", file, "--output-dir", r.outDir)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
+	cmd.Stdout, cmd.Stderr = &r.stdout, &r.stderr
+	require.NoError(t, cmd.Start())
+	go func() {
+		r.err = cmd.Wait()
+		cancel()
+		close(r.done)
+	}()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
+}
+
+func (r *runningExecutor) exited() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// result waits for the executor to end and reads its outputs.
+func (r *runningExecutor) result(t *testing.T) result {
+	t.Helper()
+	<-r.done
+	res := result{stdout: r.stdout.String(), stderr: r.stderr.String(), outputs: map[string]string{}}
+	var ee *exec.ExitError
+	if errors.As(r.err, &ee) {
+		res.code = ee.ExitCode()
+	} else {
+		require.NoError(t, r.err)
+	}
+	entries, _ := os.ReadDir(r.outDir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(r.outDir, e.Name()))
+		require.NoError(t, err)
+		res.outputs[e.Name()] = string(b)
+	}
+	return res
+}
+
+// nodePod is the running pod of node idx of a TrainJob.
+func nodePod(t *testing.T, ns, job, idx string) *corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(ns), client.MatchingLabels{
+		trainjob.LabelJobSetName: job, trainjob.LabelReplicatedJob: trainjob.NodeJob, trainjob.LabelCompletionIndex: idx}))
+	for i := range pods.Items {
+		if pods.Items[i].Status.Phase == corev1.PodRunning {
+			return &pods.Items[i]
+		}
+	}
+	require.Failf(t, "no running pod", "node %s of TrainJob %s/%s", idx, ns, job)
+	return nil
+}
+
+func onlyTrainJob(t *testing.T, ns string) *trainer.TrainJob {
+	t.Helper()
+	tjs := testenv.TrainJobs(t.Context(), t, stack.Client, ns)
+	require.Len(t, tjs, 1)
+	return &tjs[0]
+}
+
+// The issue's reproduction: a step with startTimeout 10s runs; node 0's pod is evicted while the
+// Nodes are cordoned (as after a node failure), so its replacement waits for a Node past the
+// startTimeout. The job has started: the step keeps waiting, says what happened to node 0 and
+// why its replacement waits, and completes once a Node is back; the TrainJob is not deleted and
+// carries the start record the Trainer's webhook let through. Sequential: cordoning stops every
+// test's new pods.
+func TestAStartedStepWaitsThroughAnEvictedNode(t *testing.T) {
+	ns := stack.Namespace(t)
+	const startTimeout = 10 * time.Second
+	run := startExecutor(t, ns, `
+framework: torch
+trainer:
+  numNodes: 2
+  env: {KWOK_RUN_SECONDS: "30"}
+  func: |
+    def train():
+        pass
+timeout: 3m
+startTimeout: 10s
+`)
+	require.Eventually(t, func() bool { return run.exited() || strings.Contains(run.stderr.String(), "is running: 2/2 nodes") },
+		timeout, interval, "the step must see both nodes run")
+	require.False(t, run.exited(), "stderr:\n%s", run.stderr.String())
+	tj := onlyTrainJob(t, ns)
+	victim := nodePod(t, ns, tj.Name, "0")
+
+	uncordon := stack.Cordon(t)
+	const why = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 12Mi."
+	require.NoError(t, stack.Evict(t.Context(), ns, victim.Name, why))
+	// The replacement waits for a Node until well past the startTimeout, and the step says so.
+	require.Eventually(t, func() bool {
+		return run.exited() || (time.Since(tj.CreationTimestamp.Time) > startTimeout+2*time.Second &&
+			strings.Contains(run.stderr.String(), "its replacement (pod ") && strings.Contains(run.stderr.String(), "were unschedulable"))
+	}, timeout, interval, "the step must report the replacement waiting for a Node")
+	require.False(t, run.exited(), "the step ended while node 0's replacement waited:\nstderr:\n%s", run.stderr.String())
+	uncordon()
+
+	r := run.result(t)
+	t.Logf("stderr:\n%s", r.stderr)
+	require.Equal(t, cli.ExitSucceeded, r.code)
+	assert.Equal(t, "Succeeded", r.outputs["phase"])
+	assert.Contains(t, r.stderr, "Running: TrainJob "+tj.Name+" is running: 1/2 nodes; node 0 (pod "+victim.Name+") was evicted, attempt 1: "+why)
+	assert.Contains(t, r.stderr, "the Job is retrying it: its replacement (pod ")
+	started := strings.Index(r.stderr, "Running: ")
+	require.GreaterOrEqual(t, started, 0)
+	assert.NotContains(t, r.stderr[started:], "Pending: ", "a started job is never reported pending again")
+	tj = onlyTrainJob(t, ns)
+	_, err := time.Parse(time.RFC3339, tj.Annotations[trainjob.AnnotationStartedAt])
+	assert.NoError(t, err, "the start is recorded on the TrainJob: %v", tj.Annotations)
+}
+
+// slowInitRuntime installs a copy of the stock torch-distributed runtime with a model-initializer
+// that stays Running for seconds (kwok's KWOK_RUN_SECONDS) before the nodes may start, as a slow
+// model download would.
+func slowInitRuntime(t *testing.T, seconds string) string {
+	t.Helper()
+	stock := &trainer.ClusterTrainingRuntime{}
+	require.NoError(t, stack.Client.Get(t.Context(), client.ObjectKey{Name: "torch-distributed"}, stock))
+	rt := &trainer.ClusterTrainingRuntime{
+		ObjectMeta: metav1.ObjectMeta{Name: "torch-slow-init", Labels: stock.Labels},
+		Spec:       *stock.Spec.DeepCopy(),
+	}
+	init := jobset.ReplicatedJob{Name: trainjob.ModelInitializerJob, Replicas: 1, Template: batchv1.JobTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": trainjob.ModelInitializerJob}},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: trainjob.ModelInitializerJob, Image: "ghcr.io/kubeflow/trainer/model-initializer",
+			Env: []corev1.EnvVar{{Name: "STORAGE_URI", Value: "hf://meta-llama/Llama-3.2-1B-Instruct"}, {Name: "KWOK_RUN_SECONDS", Value: seconds}},
+		}}}}},
+	}}
+	jobs := rt.Spec.Template.Spec.ReplicatedJobs
+	for i := range jobs {
+		if jobs[i].Name == trainjob.NodeJob {
+			jobs[i].DependsOn = []jobset.DependsOn{{Name: trainjob.ModelInitializerJob, Status: jobset.DependencyComplete}}
+		}
+	}
+	rt.Spec.Template.Spec.ReplicatedJobs = append([]jobset.ReplicatedJob{init}, jobs...)
+	require.NoError(t, client.IgnoreAlreadyExists(stack.Client.Create(t.Context(), rt)))
+	t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), rt) })
+	return rt.Name
+}
+
+// A model download longer than startTimeout: the initializer running is the job started, so the
+// step is reported initializing, not failed, and completes. Sequential: while its runtime exists,
+// a torch step that names none finds two and must pick one.
+func TestASlowInitializerIsNotAStartTimeout(t *testing.T) {
+	ns := stack.Namespace(t)
+	rt := slowInitRuntime(t, "30")
+	r := executor(t, ns, `
+framework: torch
+runtime: {name: `+rt+`, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  func: |
+    def train():
+        pass
+timeout: 3m
+startTimeout: 10s
+`)
+	t.Logf("stderr:\n%s", r.stderr)
+	require.Equal(t, cli.ExitSucceeded, r.code)
+	assert.Equal(t, "Succeeded", r.outputs["phase"])
+	assert.Contains(t, r.stderr, "Running: TrainJob "+r.outputs["trainjob-name"]+" is initializing: model-initializer running")
+	tj := onlyTrainJob(t, ns)
+	assert.NotEmpty(t, tj.Annotations[trainjob.AnnotationStartedAt], "the start is recorded on the TrainJob")
+	// The initializer really ran longer than the startTimeout before the node started.
+	pods := stepPods(t, ns, tj.Name)
+	require.Len(t, pods[trainjob.ModelInitializerJob], 1)
+	require.Len(t, pods[trainjob.NodeJob], 1)
+	init, node := pods[trainjob.ModelInitializerJob][0], pods[trainjob.NodeJob][0]
+	assert.Greater(t, node.CreationTimestamp.Sub(tj.CreationTimestamp.Time), 10*time.Second,
+		"node created after the startTimeout (initializer started %s, node created %s)", init.Status.StartTime, node.CreationTimestamp)
+}
