@@ -17,6 +17,11 @@ const (
 	ReasonPlanningFailed = "PlanningFailed"
 	// ReasonPlanningRetrying (Unknown): planning failed in a way that may pass; it is retried.
 	ReasonPlanningRetrying = "PlanningRetrying"
+	// ReasonTrainJobRefused: the apiserver or an admission check (the Trainer's webhook, a
+	// policy) refused the TrainJob as invalid; the same request would be refused again.
+	ReasonTrainJobRefused = "TrainJobRefused"
+	// ReasonCreateRetrying (Unknown): creating the TrainJob failed in a way that may pass.
+	ReasonCreateRetrying = "TrainJobCreateRetrying"
 )
 
 // planningFailure says what a failure to plan the TrainJob does to the run. A permanent one
@@ -44,11 +49,32 @@ func classifyPlanning(err error) planningFailure {
 		return planningFailure{permanent: true, reason: ReasonPlanningFailed, message: fmt.Sprintf(
 			"planning the TrainJob: the apiserver refused a request: %v", err)}
 	}
+	return retrying(ReasonPlanningRetrying, "planning the TrainJob", err)
+}
+
+// classifyCreate is classifyPlanning for the TrainJob's create, once planned: a refusal of the
+// object itself (Invalid, BadRequest: the Trainer's webhook or an admission policy) ends the run
+// with the apiserver's words; Forbidden is the controller's RBAC (ReasonForbidden); anything
+// else may pass and is retried, saying so.
+func classifyCreate(err error) planningFailure {
+	switch {
+	case apierrors.IsForbidden(err):
+		return planningFailure{permanent: true, reason: ReasonForbidden, message: fmt.Sprintf(
+			"the controller may not create the TrainJob; grant its ServiceAccount the rules in manifests/tekton/rbac.yaml: %v", err)}
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return planningFailure{permanent: true, reason: ReasonTrainJobRefused, message: fmt.Sprintf(
+			"the apiserver refused the TrainJob, and would refuse it again: %v", err)}
+	}
+	return retrying(ReasonCreateRetrying, "creating the TrainJob", err)
+}
+
+// retrying is a failure that may pass: the run says what failed, the apiserver's answer when
+// there is one, and that it is retried.
+func retrying(reason, what string, err error) planningFailure {
 	var status apierrors.APIStatus
 	why := ""
 	if errors.As(err, &status) {
 		why = fmt.Sprintf(" (the apiserver answered %d %s)", status.Status().Code, status.Status().Reason)
 	}
-	return planningFailure{reason: ReasonPlanningRetrying, message: fmt.Sprintf(
-		"planning the TrainJob failed%s; retrying with back-off: %v", why, err)}
+	return planningFailure{reason: reason, message: fmt.Sprintf("%s failed%s; retrying with back-off: %v", what, why, err)}
 }

@@ -48,3 +48,31 @@ func TestClassifyPlanning(t *testing.T) {
 		})
 	}
 }
+
+// The TrainJob's create: a refusal of the object ends the run with the apiserver's words, the
+// controller's RBAC with the fix, anything else keeps it Unknown, retrying.
+func TestClassifyCreate(t *testing.T) {
+	tj := schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "trainjobs"}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		permanent bool
+		reason    string
+		says      []string
+	}{
+		{"forbidden", apierrors.NewForbidden(tj, "job", errors.New("RBAC: no rule")), true, ReasonForbidden, []string{"manifests/tekton/rbac.yaml"}},
+		{"webhook refuses", apierrors.NewInvalid(schema.GroupKind{Group: "trainer.kubeflow.org", Kind: "TrainJob"}, "job", nil), true, ReasonTrainJobRefused, []string{"refused the TrainJob", "job"}},
+		{"bad request", apierrors.NewBadRequest(`admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request`), true, ReasonTrainJobRefused, []string{"denied the request"}},
+		{"5xx", apierrors.NewInternalError(errors.New("etcd leader changed")), false, ReasonCreateRetrying, []string{"creating the TrainJob failed (the apiserver answered 500", "retrying"}},
+		{"webhook unreachable", fmt.Errorf("Internal error occurred: failed calling webhook: %w", context.DeadlineExceeded), false, ReasonCreateRetrying, []string{"retrying", "failed calling webhook"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := classifyCreate(tc.err)
+			assert.Equal(t, tc.permanent, f.permanent)
+			assert.Equal(t, tc.reason, f.reason)
+			for _, s := range tc.says {
+				assert.Contains(t, f.message, s)
+			}
+		})
+	}
+}

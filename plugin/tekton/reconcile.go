@@ -473,11 +473,14 @@ func (r *Reconciler) ensureTrainJob(ctx context.Context, s *state, plan *trainjo
 			s.finish(corev1.ConditionFalse, ReasonNameTaken, err.Error())
 			return nil
 		}
-		if apierrors.IsForbidden(err) {
-			// Retrying cannot help: say what is missing now instead of "planning" until a timeout.
-			s.finish(corev1.ConditionFalse, ReasonForbidden, fmt.Sprintf("the controller may not create the TrainJob; grant its ServiceAccount the rules in manifests/tekton/rbac.yaml: %v", err))
+		// Say why now instead of "planning" until a timeout: the cause when retrying cannot help,
+		// that it is retrying and why when it can.
+		f := classifyCreate(err)
+		if f.permanent {
+			s.finish(corev1.ConditionFalse, f.reason, f.message)
 			return nil
 		}
+		s.setUnknown(f.reason, f.message)
 		return fmt.Errorf("submitting the TrainJob: %w", err)
 	}
 	s.extra.TrainJob = key.Name

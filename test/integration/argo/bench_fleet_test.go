@@ -31,13 +31,24 @@ import (
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
-// fleetSize is how many workflows BenchmarkSidecarFleet runs at once ($TRAINSTEP_BENCH_SIDECARS,
-// default 100).
-func fleetSize() int {
-	if n, err := strconv.Atoi(os.Getenv("TRAINSTEP_BENCH_SIDECARS")); err == nil && n > 0 {
+// benchCount is a benchmark's size: $env when it is a positive number, else def.
+func benchCount(env string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(env)); err == nil && n > 0 {
 		return n
 	}
-	return 100
+	return def
+}
+
+// shippedBinary builds the executor as `make build` builds the binary the image ships (static, no
+// symbol table), for the benchmarks that measure its memory.
+func shippedBinary(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "executor")
+	build := exec.CommandContext(b.Context(), "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../../../cmd/executor")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	require.NoError(b, build.Run())
+	return bin
 }
 
 // BenchmarkSidecarFleet runs N workflows at once against one apiserver, as Argo does: one agent
@@ -57,7 +68,7 @@ func BenchmarkSidecarFleet(b *testing.B) {
 	require.NoError(b, build.Run())
 	kube, err := kubernetes.NewForConfig(env.Config)
 	require.NoError(b, err)
-	n := fleetSize()
+	n := benchCount("TRAINSTEP_BENCH_SIDECARS", 100) // workflows at once
 	var rss, watches float64
 	var lat []time.Duration
 	for range b.N {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,28 +24,15 @@ import (
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
-// janitorWorkflows is how many finished Workflows BenchmarkJanitorRSS puts in the cluster
-// ($TRAINSTEP_BENCH_WORKFLOWS, default 5000).
-func janitorWorkflows() int {
-	if n, err := strconv.Atoi(os.Getenv("TRAINSTEP_BENCH_WORKFLOWS")); err == nil && n > 0 {
-		return n
-	}
-	return 5000
-}
-
 // BenchmarkJanitorRSS runs the real `executor argo-janitor` binary, built as the image ships it
 // and with the GOMEMLIMIT of manifests/argo/janitor.yaml, over N finished Workflows (each a DAG
 // of ten trainstep steps with their templates, inputs, outputs and messages, as Argo's
 // controller leaves them) and reports its RSS, private memory and Go heap once its cache has
 // synced and it has reconciled every Workflow.
 func BenchmarkJanitorRSS(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "executor")
-	build := exec.CommandContext(b.Context(), "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../../../cmd/executor")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	require.NoError(b, build.Run())
+	bin := shippedBinary(b)
 	limit := janitorMemLimit(b)
-	n := janitorWorkflows()
+	n := benchCount("TRAINSTEP_BENCH_WORKFLOWS", 5000) // finished Workflows
 	ns := env.Namespace(b)
 	t0 := time.Now()
 	size := fillWorkflows(b, ns, n)

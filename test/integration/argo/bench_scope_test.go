@@ -29,28 +29,14 @@ import (
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
-// scaleJobs is how many other workflows' TrainJobs BenchmarkSidecarRSS puts in the busy
-// namespace ($TRAINSTEP_BENCH_JOBS, default 1000); each has 2 JobSet pods.
-func scaleJobs() int {
-	if n, err := strconv.Atoi(os.Getenv("TRAINSTEP_BENCH_JOBS")); err == nil && n > 0 {
-		return n
-	}
-	return 1000
-}
-
 // BenchmarkSidecarRSS runs the real `executor argo-plugin --workflow wf-x` binary, as Argo runs
 // it in an agent pod, in an empty namespace and in one holding N TrainJobs of other workflows
 // (4 KB of function source each) and 2N JobSet pods whose command carries that source, as the
 // Trainer's do. It reports the process's RSS and Go heap once its cache has synced, and how
 // many TrainJobs the cache holds; "unscoped" is the same sidecar without --workflow.
 func BenchmarkSidecarRSS(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "executor")
-	// Built as `make build` builds the binary the image ships: static, no symbol table.
-	build := exec.CommandContext(b.Context(), "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../../../cmd/executor")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	require.NoError(b, build.Run())
-	n := scaleJobs()
+	bin := shippedBinary(b)
+	n := benchCount("TRAINSTEP_BENCH_JOBS", 1000) // other workflows' TrainJobs, 2 JobSet pods each
 	empty := env.Namespace(b)
 	busy := env.Namespace(b)
 	for _, ns := range []string{empty, busy} {

@@ -21,13 +21,7 @@ func TestResourceCreationFailureEventIsReported(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
 	wf := workflow(t, ns)
-	args, err := argotest.Args(wf.Name, ns, string(wf.UID), step("train", "no-resources"))
-	require.NoError(t, err)
-	r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
-	require.NoError(t, err)
-	require.NotNil(t, r.Node, "body: %s", r.Body)
-	name, _ := r.Output(trainjob.OutName)
-	require.NotEmpty(t, name, r.Node.Message)
+	args, name := startStep(t, h, wf, "no-resources")
 	tj := &trainer.TrainJob{}
 	require.NoError(t, c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, tj))
 	testenv.CreateTrainJobEvent(t, c, tj, trainjob.ReasonResourcesCreationFailed, `admission webhook "vjobset.kb.io" denied the request: will exceed 63 characters`)
@@ -48,13 +42,7 @@ func TestOwnedObjectsEventsAreReported(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
 	wf := workflow(t, ns)
-	args, err := argotest.Args(wf.Name, ns, string(wf.UID), step("train", "no-resources"))
-	require.NoError(t, err)
-	r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
-	require.NoError(t, err)
-	require.NotNil(t, r.Node, "body: %s", r.Body)
-	name, _ := r.Output(trainjob.OutName)
-	require.NotEmpty(t, name, r.Node.Message)
+	args, name := startStep(t, h, wf, "no-resources")
 
 	job := name + "-node-0"
 	testenv.CreateOwnedEvent(t, c, ns, "Job", job, trainjob.ReasonFailedCreate,

@@ -158,13 +158,7 @@ func TestCancelDeletesTheTrainJob(t *testing.T) {
 			ns := env.Namespace(t)
 			h := startPlugin(t, ns, func(o *argo.Options) { o.HoldMax = 0 })
 			wf := workflow(t, ns)
-			args, err := argotest.Args(wf.Name, ns, string(wf.UID), step("train", "hold"))
-			require.NoError(t, err)
-			r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
-			require.NoError(t, err)
-			require.NotNil(t, r.Node, "body: %s", r.Body)
-			tjName, _ := r.Output(trainjob.OutName)
-			require.NotEmpty(t, tjName, r.Node.Message)
+			args, tjName := startStep(t, h, wf, "hold")
 
 			end(t, wf)
 			require.Eventually(t, func() bool {
@@ -173,7 +167,7 @@ func TestCancelDeletesTheTrainJob(t *testing.T) {
 			}, testenv.Timeout, testenv.Interval, "the TrainJob must be deleted")
 
 			if name != "workflow deleted (owner reference)" {
-				r, err = argotest.Execute(t.Context(), h.URL, h.Token, args)
+				r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
 				require.NoError(t, err)
 				require.NotNil(t, r.Node)
 				assert.Equal(t, wfv1.NodeFailed, r.Node.Phase, "a stopping workflow gets no new TrainJob")

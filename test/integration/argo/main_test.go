@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/argo"
 	"github.com/trainstep/trainstep/test/internal/argotest"
 	"github.com/trainstep/trainstep/test/internal/testenv"
@@ -179,4 +180,18 @@ func wfArgs(t testing.TB, ns, body string, opts ...func(*wfv1.Template)) (execut
 	t.Helper()
 	wf := workflow(t, ns)
 	return argotest.Args(wf.Name, ns, string(wf.UID), body, opts...)
+}
+
+// startStep makes the first call of a step whose TrainJob the simulator treats as mode (sim-mode),
+// as the agent makes it, and returns the call's arguments (to call again) and the TrainJob's name.
+func startStep(t *testing.T, h *harness, wf *wfv1.Workflow, mode string) (executor.ExecuteTemplateArgs, string) {
+	t.Helper()
+	args, err := argotest.Args(wf.Name, wf.Namespace, string(wf.UID), step("train", mode))
+	require.NoError(t, err)
+	r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
+	require.NoError(t, err)
+	require.NotNil(t, r.Node, "body: %s", r.Body)
+	name, _ := r.Output(trainjob.OutName)
+	require.NotEmpty(t, name, r.Node.Message)
+	return args, name
 }
