@@ -2,13 +2,11 @@ package trainjob
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -30,15 +28,11 @@ func Kept(tj client.Object) bool {
 // user asked for the job to outlive the step, so it outlives what ran the step too. One merge
 // patch; a gone job is no error.
 func Keep(ctx context.Context, c client.Writer, namespace, name, why string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+	err := patchMetadata(ctx, c, namespace, name, map[string]any{
 		"annotations":     map[string]string{AnnotationKept: why},
 		"ownerReferences": nil,
-	}})
+	})
 	if err != nil {
-		return fmt.Errorf("encoding the keep patch: %w", err)
-	}
-	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	if err := c.Patch(ctx, tj, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("marking TrainJob %s/%s kept (keepOnTimeout): %w", namespace, name, err)
 	}
 	return nil

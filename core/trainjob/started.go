@@ -44,15 +44,25 @@ func StartedAt(tj *trainer.TrainJob) time.Time {
 // annotations (a Verdict's MarkStarted). A TrainJob already gone is nothing to mark. A failure
 // is not the step's: the caller logs it and the next look asks again.
 func MarkStarted(ctx context.Context, c client.Writer, namespace, name string, t time.Time) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+	err := patchMetadata(ctx, c, namespace, name, map[string]any{
 		"annotations": map[string]string{AnnotationStartedAt: t.UTC().Format(time.RFC3339)},
-	}})
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("recording that TrainJob %s/%s started (annotation %s): %w", namespace, name, AnnotationStartedAt, err)
+	}
+	return nil
+}
+
+// patchMetadata merges metadata into a TrainJob's with one merge patch; a TrainJob already gone
+// is no error (there is nothing left to record on).
+func patchMetadata(ctx context.Context, c client.Writer, namespace, name string, metadata map[string]any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": metadata})
+	if err != nil {
+		return fmt.Errorf("encoding the patch: %w", err)
 	}
 	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	if err := c.Patch(ctx, tj, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("recording that TrainJob %s/%s started (annotation %s): %w", namespace, name, AnnotationStartedAt, err)
+		return err
 	}
 	return nil
 }
