@@ -65,15 +65,10 @@ func resultKeys(result string, out map[string]string) {
 	if json.Unmarshal([]byte(result), &obj) != nil {
 		return
 	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		if resultKeyName.MatchString(k) {
-			keys = append(keys, k)
+	for k, v := range obj {
+		if !resultKeyName.MatchString(k) {
+			continue
 		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := obj[k]
 		var s string
 		if bytes.HasPrefix(bytes.TrimSpace(v), []byte(`"`)) && json.Unmarshal(v, &s) == nil {
 			out[ResultKeyPrefix+k] = s // a string as itself, not quoted
