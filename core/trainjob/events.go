@@ -152,6 +152,10 @@ var (
 	jobSetFailedJob = regexp.MustCompile(`job "([^"]+)" creation failed`)
 	// invalidJob is the apiserver's refusal of a Job's spec (StatusReasonInvalid).
 	invalidJob = regexp.MustCompile(`Job\.batch "([^"]+)" is invalid`)
+	// namedPod is a pod the Job controller tried to create: <its name but the random end>, then
+	// the 5 random characters; podIndex the completion index an Indexed Job's pod adds.
+	namedPod = regexp.MustCompile(`pods "([^"]+)-[a-z0-9]{5}"`)
+	podIndex = regexp.MustCompile(`^-\d+$`)
 )
 
 // ownedTrouble is what the Events of a TrainJob's JobSet, Jobs and pods say is wrong.
@@ -337,8 +341,14 @@ func describeOwned(oe ownedEvent, pods map[string]*corev1.Pod) string {
 // random characters>) with xxxxx: each retry names another pod, and the step's message would
 // change, and be sent again, at every retry for no news.
 func maskPodName(job, msg string) string {
-	re := regexp.MustCompile(`(pods "` + regexp.QuoteMeta(job) + `(?:-\d+)?-)[a-z0-9]{5}"`)
-	return re.ReplaceAllString(msg, `${1}xxxxx"`)
+	return namedPod.ReplaceAllStringFunc(msg, func(m string) string {
+		name := namedPod.FindStringSubmatch(m)[1]
+		rest, ok := strings.CutPrefix(name, job)
+		if !ok || (rest != "" && !podIndex.MatchString(rest)) {
+			return m
+		}
+		return `pods "` + name + `-xxxxx"`
+	})
 }
 
 // oneLine joins a multi-line message (JobSet joins one error per Job) into one line.

@@ -275,7 +275,7 @@ func (o Observation) WithEvents(events []corev1.Event) Observation {
 		if e.Reason != ReasonResourcesCreationFailed || e.InvolvedObject.Name != o.Name {
 			continue
 		}
-		if newest == nil || eventTime(e).After(eventTime(newest)) {
+		if newest == nil || lastSeen(e).After(lastSeen(newest)) {
 			newest = e
 		}
 	}
@@ -284,16 +284,6 @@ func (o Observation) WithEvents(events []corev1.Event) Observation {
 		o.Message += "; the Trainer cannot create its resources: " + newest.Message
 	}
 	return o
-}
-
-func eventTime(e *corev1.Event) time.Time {
-	if !e.LastTimestamp.IsZero() {
-		return e.LastTimestamp.Time
-	}
-	if !e.EventTime.IsZero() {
-		return e.EventTime.Time
-	}
-	return e.CreationTimestamp.Time
 }
 
 // WithLogTail adds a failing node's last log lines, bounded by BoundTail, to the message.
