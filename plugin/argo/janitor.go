@@ -103,7 +103,7 @@ func (j *Janitor) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	var again bool
 	for i := range list.Items {
 		tj := &list.Items[i]
-		if tj.DeletionTimestamp != nil || trainjob.Kept(tj) || trainjob.Observe(tj, nil).Phase.Terminal() {
+		if tj.DeletionTimestamp != nil || trainjob.Observe(tj, nil).Phase.Terminal() {
 			continue
 		}
 		why := orphaned(wf, tj)

@@ -121,7 +121,7 @@ func (r *reaper) reconcile(ctx context.Context, key types.NamespacedName) error 
 	var errs []error
 	for i := range list.Items {
 		tj := &list.Items[i]
-		if tj.DeletionTimestamp != nil || trainjob.Kept(tj) || trainjob.Observe(tj, nil).Phase.Terminal() {
+		if tj.DeletionTimestamp != nil || trainjob.Observe(tj, nil).Phase.Terminal() {
 			continue
 		}
 		// Preconditioned on the version cached: a job kept since (keepOnTimeout) is a Conflict,
