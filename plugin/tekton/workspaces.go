@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +92,9 @@ func podFromRun(run *v1beta1.CustomRun, spec *step.Spec) error {
 	return nil
 }
 
+// nonLabel is what a DNS label cannot hold; each run of it becomes one dash.
+var nonLabel = regexp.MustCompile(`[^a-z0-9]+`)
+
 // volumeName is the pod volume of a workspace. Tekton accepts any non-empty, unique workspace
 // name (sharedData, shared_data, …) and names the volumes itself; a pod volume's name must be a
 // DNS label. A name that is one, and not trainstep's reserved prefix, is kept (readable in the
@@ -103,16 +107,7 @@ func volumeName(workspace string) string {
 	}
 	sum := sha256.Sum256([]byte(workspace))
 	hash := hex.EncodeToString(sum[:])[:10]
-	var b strings.Builder
-	for _, r := range strings.ToLower(workspace) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			b.WriteRune(r)
-		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
-			b.WriteByte('-')
-		}
-	}
-	base := strings.Trim(b.String(), "-")
+	base := strings.Trim(nonLabel.ReplaceAllString(strings.ToLower(workspace), "-"), "-")
 	const room = validation.DNS1123LabelMaxLength - len("ws-") - len("-") - 10
 	if len(base) > room {
 		base = strings.TrimRight(base[:room], "-")
