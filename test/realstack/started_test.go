@@ -124,7 +124,8 @@ func onlyTrainJob(t *testing.T, ns string) *trainer.TrainJob {
 	return &tjs[0]
 }
 
-// The issue's reproduction: a step with startTimeout 10s runs; node 0's pod is evicted while the
+// The issue's reproduction (with startTimeout 30s, not the issue's 10s: on a loaded machine the
+// second node can take over 10 s to be scheduled, and the job must start first): a step runs; node 0's pod is evicted while the
 // Nodes are cordoned (as after a node failure), so its replacement waits for a Node past the
 // startTimeout. The job has started: the step keeps waiting, says what happened to node 0 and
 // why its replacement waits, and completes once a Node is back; the TrainJob is not deleted and
@@ -132,17 +133,17 @@ func onlyTrainJob(t *testing.T, ns string) *trainer.TrainJob {
 // test's new pods.
 func TestAStartedStepWaitsThroughAnEvictedNode(t *testing.T) {
 	ns := stack.Namespace(t)
-	const startTimeout = 10 * time.Second
+	const startTimeout = 30 * time.Second
 	run := startExecutor(t, ns, `
 framework: torch
 trainer:
   numNodes: 2
-  env: {KWOK_RUN_SECONDS: "30"}
+  env: {KWOK_RUN_SECONDS: "45"}
   func: |
     def train():
         pass
 timeout: 3m
-startTimeout: 10s
+startTimeout: 30s
 `)
 	require.Eventually(t, func() bool { return run.exited() || strings.Contains(run.stderr.String(), "is running: 2/2 nodes") },
 		timeout, interval, "the step must see both nodes run")

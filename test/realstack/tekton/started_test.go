@@ -39,22 +39,24 @@ func waitingMessage(t *testing.T, ns string, ok func(string) bool) (string, bool
 }
 
 // TestAStartedStepWaitsThroughAnEvictedNode: the issue's reproduction under Tekton's controller.
-// A 2-node step with startTimeout 10s runs; node 0's pod is evicted while the Nodes are
+// A 2-node step with startTimeout 30s runs (not the issue's 10s: on a loaded machine the second
+// node can take over 10 s to be scheduled, and the job must start first); node 0's pod is evicted while the Nodes are
 // cordoned, so its replacement waits for a Node past the startTimeout. The run stays Unknown
 // (Running) with what happened to node 0 and why its replacement waits, and succeeds once a
 // Node is back; the TrainJob is not deleted and carries the start record.
 func TestAStartedStepWaitsThroughAnEvictedNode(t *testing.T) {
+	const startTimeout = 30 * time.Second
 	dumpOnFailure(t)
 	ns := stack.Namespace(t)
 	pipelineRun(t, ns, `
 framework: torch
 trainer:
   numNodes: 2
-  env: {KWOK_RUN_SECONDS: "30"}
+  env: {KWOK_RUN_SECONDS: "45"}
   func: |
     def train():
         pass
-startTimeout: 10s
+startTimeout: 30s
 `)
 	msg, waiting := waitingMessage(t, ns, func(m string) bool { return strings.Contains(m, "is running: 2/2 nodes") })
 	require.True(t, waiting, "the run ended before both nodes ran: %s", msg)
@@ -72,7 +74,7 @@ startTimeout: 10s
 	const why = "The node was low on resource: memory."
 	require.NoError(t, stack.Evict(t.Context(), ns, victim, why))
 	msg, waiting = waitingMessage(t, ns, func(m string) bool {
-		return time.Since(tj.CreationTimestamp.Time) > 12*time.Second && strings.Contains(m, "were unschedulable")
+		return time.Since(tj.CreationTimestamp.Time) > startTimeout+2*time.Second && strings.Contains(m, "were unschedulable")
 	})
 	t.Logf("while the replacement waits: %s", msg)
 	require.True(t, waiting, "the run ended while node 0's replacement waited: %s", msg)
