@@ -27,6 +27,12 @@ BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
 GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT := go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 BIN   := bin/executor
+# What `executor version` and the image's labels report: the release (VERSION=v0.3.0 for a
+# release; else git describe) and the commit. GOFLAGS has -buildvcs=false, so the Go toolchain
+# stamps neither; -X does (internal/version).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION_LDFLAGS := -X github.com/trainstep/trainstep/internal/version.version=$(VERSION) -X github.com/trainstep/trainstep/internal/version.commit=$(COMMIT)
 # How long `make fuzz` runs each fuzz test; minimizing a new input is bounded too, or one slow
 # minimization eats the whole budget.
 FUZZTIME ?= 10s
@@ -40,7 +46,7 @@ include $(wildcard hack/make/*.mk)
 all: build
 
 build: ## the static executor binary the image ships
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN) ./cmd/executor
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(BIN) ./cmd/executor
 
 image: build ## the one image for all three faces (needs a container engine)
 	docker build -t $(IMAGE) .

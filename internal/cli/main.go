@@ -49,7 +49,7 @@ func MainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCommand(&code, ov), newRuntimesCommand(), newTrainersCommand(), newArgoPluginCommand(), newArgoJanitorCommand(), newTektonControllerCommand())
+	root.AddCommand(newRunCommand(&code, ov), newRuntimesCommand(), newTrainersCommand(), newArgoPluginCommand(), newArgoJanitorCommand(), newTektonControllerCommand(), newVersionCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		if code == ExitSucceeded {

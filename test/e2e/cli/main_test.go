@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/trainstep/trainstep/internal/version"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
@@ -27,7 +28,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "executor")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/executor").CombinedOutput(); err != nil {
+	// Stamped as `make build` stamps it, so TestVersionSaysWhatWasBuilt sees what a user sees.
+	if out, err := exec.Command("go", "build", "-ldflags", version.LDFlags(stampVersion, stampCommit), "-o", bin, "../../../cmd/executor").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the executor: %v\n%s", err, out)
 		os.Exit(1)
 	}

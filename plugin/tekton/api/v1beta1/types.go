@@ -16,6 +16,12 @@ import (
 // GroupVersion is Tekton's API group at the only version CustomRun is served in.
 var GroupVersion = schema.GroupVersion{Group: "tekton.dev", Version: "v1beta1"}
 
+// TektonRelease is the github.com/tektoncd/pipeline version whose types types_test.go proves this
+// copy against (go.mod's; TestTektonReleaseIsGoModsTekton keeps the two equal). `executor
+// version` and the image's labels report it, since the executor links no Tekton module to read
+// it from.
+const TektonRelease = "v1.3.0"
+
 // Spec status values and messages Tekton writes (pipelinerun cancel.go and timeout.go).
 const (
 	SpecStatusCancelled     = "RunCancelled"

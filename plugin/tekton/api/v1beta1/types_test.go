@@ -2,6 +2,8 @@ package v1beta1_test
 
 import (
 	"encoding/json"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,4 +106,11 @@ func TestRefersTo(t *testing.T) {
 			assert.Equal(t, tc.want, run.RefersTo(av, kind))
 		})
 	}
+}
+
+// TektonRelease names the Tekton this test proves the copy against: go.mod's tektoncd/pipeline.
+func TestTektonReleaseIsGoModsTekton(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Version}}", "github.com/tektoncd/pipeline").Output()
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSpace(string(out)), v1beta1.TektonRelease, "set v1beta1.TektonRelease to the tektoncd/pipeline version in go.mod")
 }
