@@ -41,14 +41,23 @@ FUZZTIME ?= 10s
 TEST_ASSETS := control-plane trainer-modules
 include $(wildcard hack/make/*.mk)
 
-.PHONY: all build image test test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
+.PHONY: all build image docker-image test test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
 
 all: build
 
 build: ## the static executor binary the image ships
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(BIN) ./cmd/executor
 
-image: build ## the one image for all three faces (needs a container engine)
+# The time of every file in the image: the commit's, so two builds of one commit have one digest.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_SOURCE ?= https://github.com/trainstep/trainstep
+IMAGE_DIR ?= dist/image
+
+image: ## the one image for all three faces, linux/amd64 + linux/arm64, no container engine: an OCI layout and docker-load tarballs in dist/image (internal/image)
+	go run ./hack/image --out $(IMAGE_DIR) --image $(IMAGE) --version $(VERSION) --commit $(COMMIT) \
+		--created $(SOURCE_DATE_EPOCH) --source $(IMAGE_SOURCE)
+
+docker-image: ## the same image with Docker, from the Dockerfile (needs a container engine and registry access)
 	docker build -t $(IMAGE) .
 
 control-plane:
@@ -97,4 +106,4 @@ fuzz: ## each fuzz test for FUZZTIME; the checked-in seeds (testdata/fuzz) also 
 	go test -run '^$$' -fuzz '^FuzzSpecFromRun$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./plugin/tekton/
 
 clean:
-	rm -rf bin bench.out
+	rm -rf bin dist bench.out
