@@ -41,7 +41,7 @@ FUZZTIME ?= 10s
 TEST_ASSETS := control-plane trainer-modules
 include $(wildcard hack/make/*.mk)
 
-.PHONY: all build image docker-image test test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
+.PHONY: all build image release docker-image test test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
 
 all: build
 
@@ -55,6 +55,13 @@ IMAGE_DIR ?= dist/image
 
 image: ## the one image for all three faces, linux/amd64 + linux/arm64, no container engine: an OCI layout and docker-load tarballs in dist/image (internal/image)
 	go run ./hack/image --out $(IMAGE_DIR) --image $(IMAGE) --version $(VERSION) --commit $(COMMIT) \
+		--created $(SOURCE_DATE_EPOCH) --source $(IMAGE_SOURCE)
+
+# Where a release's image is pushed; its install files name <repository>@<digest>.
+RELEASE_REPOSITORY ?= ghcr.io/trainstep/trainstep
+
+release: ## dist/: install-argo.yaml and install-tekton.yaml (image pinned by digest), the image (dist/image) and SHA256SUMS; VERSION=v0.3.0
+	go run ./hack/release --out dist --version $(VERSION) --repository $(RELEASE_REPOSITORY) --commit $(COMMIT) \
 		--created $(SOURCE_DATE_EPOCH) --source $(IMAGE_SOURCE)
 
 docker-image: ## the same image with Docker, from the Dockerfile (needs a container engine and registry access)

@@ -19,12 +19,15 @@ import (
 )
 
 // Two builds of one commit are one image, byte for byte: the index digest and every manifest,
-// config and layer under it.
+// config and layer under it; `make image` (hack/image) builds the image `make release` did, and
+// a second `make release` writes the same files (SHA256SUMS covers the install files and the
+// tarballs).
 func TestImageDigestIsReproducible(t *testing.T) {
-	again := filepath.Join(t.TempDir(), "build2")
+	built := filepath.Join(dist, "image")
+	again := filepath.Join(t.TempDir(), "image")
 	require.NoError(t, buildImage(t.Context(), again))
 
-	first, second := index(t, built), index(t, again)
+	first, second := index(t, filepath.Join(dist, "image")), index(t, again)
 	d1, err := first.Digest()
 	require.NoError(t, err)
 	d2, err := second.Digest()
@@ -37,6 +40,14 @@ func TestImageDigestIsReproducible(t *testing.T) {
 	b1, err := os.ReadFile(filepath.Join(built, "digest"))
 	require.NoError(t, err)
 	assert.Equal(t, d1.String()+"\n", string(b1), "dist's digest file")
+
+	dist2 := filepath.Join(t.TempDir(), "dist")
+	require.NoError(t, buildRelease(t.Context(), dist2))
+	sums1, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
+	require.NoError(t, err)
+	sums2, err := os.ReadFile(filepath.Join(dist2, "SHA256SUMS"))
+	require.NoError(t, err)
+	assert.Equal(t, string(sums1), string(sums2), "two releases of one commit differ")
 }
 
 func layerDigests(t *testing.T, img v1.Image) []string {
@@ -55,7 +66,7 @@ func layerDigests(t *testing.T, img v1.Image) []string {
 // Each platform's image is what it says: its binary is built for it, and the config carries the
 // entrypoint, the user and the labels.
 func TestImageHasBothPlatformsAndTheLabels(t *testing.T) {
-	idx := index(t, built)
+	idx := index(t, filepath.Join(dist, "image"))
 	for _, p := range []string{"linux/amd64", "linux/arm64"} {
 		t.Run(p, func(t *testing.T) {
 			img := platformImage(t, idx, p)
@@ -83,16 +94,16 @@ func TestImageHasBothPlatformsAndTheLabels(t *testing.T) {
 
 // The docker tarball of each platform loads as the tag, with the same image.
 func TestDockerTarballIsTheImage(t *testing.T) {
-	idx := index(t, built)
+	idx := index(t, filepath.Join(dist, "image"))
 	for _, p := range []string{"linux/amd64", "linux/arm64"} {
-		img, err := tarball.ImageFromPath(filepath.Join(built, "trainstep-"+strings.ReplaceAll(p, "/", "-")+".tar"), nil)
+		img, err := tarball.ImageFromPath(filepath.Join(dist, "image", "trainstep-"+strings.ReplaceAll(p, "/", "-")+".tar"), nil)
 		require.NoError(t, err, p)
 		want, err := platformImage(t, idx, p).ConfigName()
 		require.NoError(t, err)
 		got, err := img.ConfigName()
 		require.NoError(t, err)
 		assert.Equal(t, want, got, "%s: the tarball's image config differs from the layout's", p)
-		manifest := readTarFile(t, filepath.Join(built, "trainstep-"+strings.ReplaceAll(p, "/", "-")+".tar"), "manifest.json")
+		manifest := readTarFile(t, filepath.Join(dist, "image", "trainstep-"+strings.ReplaceAll(p, "/", "-")+".tar"), "manifest.json")
 		var m []struct{ RepoTags []string }
 		require.NoError(t, json.Unmarshal(manifest, &m))
 		require.Len(t, m, 1)
@@ -104,12 +115,12 @@ func TestDockerTarballIsTheImage(t *testing.T) {
 // same path, the same entrypoint, the same user.
 func TestDockerfileAgreesWithTheImage(t *testing.T) {
 	df := parseDockerfile(t, filepath.Join(root, "Dockerfile"))
-	cfg, err := platformImage(t, index(t, built), "linux/amd64").ConfigFile()
+	cfg, err := platformImage(t, index(t, filepath.Join(dist, "image")), "linux/amd64").ConfigFile()
 	require.NoError(t, err)
 	assert.Equal(t, df.entrypoint, cfg.Config.Entrypoint, "ENTRYPOINT")
 	assert.Equal(t, df.user, cfg.Config.User, "USER")
 	assert.Equal(t, []string{df.binary}, cfg.Config.Entrypoint, "the Dockerfile's binary is not the entrypoint")
-	files := imageFiles(t, platformImage(t, index(t, built), "linux/amd64"))
+	files := imageFiles(t, platformImage(t, index(t, filepath.Join(dist, "image")), "linux/amd64"))
 	f, ok := files[strings.TrimPrefix(df.binary, "/")]
 	require.True(t, ok, "the image has no %s, where the Dockerfile copies the binary", df.binary)
 	assert.Equal(t, int64(0o755), f.mode, "the binary's mode")

@@ -1,7 +1,9 @@
-// Package image_test builds trainstep's image as `make image` does (hack/image, no container
-// engine), checks that it is reproducible and agrees with the Dockerfile, and runs it: the amd64
-// image's filesystem is unpacked and each face's entrypoint started from it (chroot, its own
-// mount and PID namespaces, the user the manifests give it) against the real apiserver.
+// Package image_test builds trainstep's release as `make release` does (hack/release: the image
+// with no container engine, the install files pinned by its digest), checks that the image is
+// reproducible and agrees with the Dockerfile, and runs it: the amd64 image's filesystem is
+// unpacked and each face's entrypoint started from it the way the install files say
+// (container_test.go), against the real apiserver with Tekton's and Argo's CRDs and the
+// Trainer simulator.
 package image_test
 
 import (
@@ -15,69 +17,135 @@ import (
 	"testing"
 	"time"
 
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/test/internal/argoharness"
+	"github.com/trainstep/trainstep/test/internal/tektonharness"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
-// The release, commit and time the image is built with, as `make image` passes them.
+// The release, commit and time the release is built with, as `make release` passes them.
 const (
 	stampVersion = "v0.0.0-image-e2e"
 	stampCommit  = "89abcdef0123456789abcdef0123456789abcdef"
-	imageRef     = "trainstep:e2e"
+	repository   = "registry.example/trainstep"
+	imageRef     = repository + ":" + stampVersion
 )
 
 var stampCreated = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 var (
-	// root is the repository; tool is hack/image built once.
-	root, tool string
-	// built is the first build's output directory.
-	built string
+	env *testenv.Env
+	// c is an admin client that knows the Trainer's, Tekton's CustomRun and Argo's types.
+	c client.Client
+	// root is the repository; releaseTool and imageTool are hack/release and hack/image.
+	root, releaseTool, imageTool string
+	// dist is the release TestMain built: dist/image holds the image.
+	dist string
 )
+
+func envCfg() *rest.Config { return env.Config }
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	testenv.QuietLogs()
 	dir, err := os.MkdirTemp("", "trainstep-e2e-image-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	if err := prepare(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	crds, err := crdDirs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return testenv.Run(m, &env, testenv.Options{ControllerManager: true, CRDDirs: crds}, func(ctx context.Context, e *testenv.Env) error {
+		scheme, err := tekton.Scheme()
+		if err != nil {
+			return err
+		}
+		if err := wfv1.AddToScheme(scheme); err != nil {
+			return err
+		}
+		if c, err = client.New(e.Config, client.Options{Scheme: scheme}); err != nil {
+			return err
+		}
+		_, err = trainersim.Start(ctx, e.Config, trainersim.ByLabel)
+		return err
+	})
+}
+
+// prepare builds hack/release and hack/image, and the release into dir/dist.
+func prepare(dir string) error {
+	var err error
 	if root, err = filepath.Abs("../../.."); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	tool = filepath.Join(dir, "image")
-	build := exec.Command("go", "build", "-o", tool, "./hack/image")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building hack/image: %v\n%s", err, out)
-		return 1
+	releaseTool, imageTool = filepath.Join(dir, "release"), filepath.Join(dir, "image")
+	for tool, pkg := range map[string]string{releaseTool: "./hack/release", imageTool: "./hack/image"} {
+		build := exec.Command("go", "build", "-o", tool, pkg)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %w\n%s", pkg, err, out)
+		}
 	}
-	built = filepath.Join(dir, "build1")
-	if err := buildImage(context.Background(), built); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	dist = filepath.Join(dir, "dist")
+	return buildRelease(context.Background(), dist)
+}
+
+// crdDirs are Tekton's CRDs (from its module) and Argo's (from ARGO_ASSETS).
+func crdDirs() ([]string, error) {
+	argo, err := argoharness.AssetsDir()
+	if err != nil {
+		return nil, err
 	}
-	return m.Run()
+	tekton, err := tektonharness.ModuleDir(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return []string{tektonharness.CRDDir(tekton), argoharness.CRDDir(argo)}, nil
+}
+
+// stamp are the flags both tools take to build from this "commit".
+func stamp() []string {
+	return []string{"--version", stampVersion, "--commit", stampCommit, "--created", strconv.FormatInt(stampCreated.Unix(), 10)}
+}
+
+// buildRelease runs hack/release into out, as `make release` does.
+func buildRelease(ctx context.Context, out string) error {
+	return runTool(ctx, releaseTool, append([]string{"--out", out, "--repository", repository}, stamp()...)...)
 }
 
 // buildImage runs hack/image into out, as `make image` does.
 func buildImage(ctx context.Context, out string) error {
-	cmd := exec.CommandContext(ctx, tool, "--out", out, "--image", imageRef, "--version", stampVersion, "--commit", stampCommit,
-		"--created", strconv.FormatInt(stampCreated.Unix(), 10))
+	return runTool(ctx, imageTool, append([]string{"--out", out, "--image", imageRef}, stamp()...)...)
+}
+
+func runTool(ctx context.Context, tool string, args ...string) error {
+	cmd := exec.CommandContext(ctx, tool, args...)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the image (hack/image): %w\n%s", err, b)
+		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(tool), strings.Join(args, " "), err, b)
 	}
 	return nil
 }
 
-// index reads the multi-platform index from the OCI layout in out.
-func index(t *testing.T, out string) v1.ImageIndex {
+// index reads the multi-platform index from the OCI layout in imageDir.
+func index(t *testing.T, imageDir string) v1.ImageIndex {
 	t.Helper()
-	p, err := layout.FromPath(filepath.Join(out, "oci"))
+	p, err := layout.FromPath(filepath.Join(imageDir, "oci"))
 	if err != nil {
 		t.Fatalf("reading the OCI layout: %v", err)
 	}
