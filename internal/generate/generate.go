@@ -29,6 +29,10 @@ func Files() []File {
 	return []File{
 		{Path: "schemas/step.schema.json", Make: stepSchema},
 		{Path: "manifests/argo/trainstep-executor-plugin-configmap.yaml", Make: argoPluginConfigMap},
+		// After the ConfigMap: the chart is made from manifests/, the ConfigMap among them.
+		{Path: "charts/trainstep/values.yaml", Make: chartValues},
+		{Path: "charts/trainstep/templates/argo.yaml", Make: chartTemplate("argo")},
+		{Path: "charts/trainstep/templates/tekton.yaml", Make: chartTemplate("tekton")},
 	}
 }
 
@@ -52,6 +56,9 @@ func sync(root string, write bool) ([]string, error) {
 			continue
 		}
 		if write {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return differ, err
+			}
 			if err := os.WriteFile(path, want, 0o644); err != nil {
 				return differ, fmt.Errorf("writing %s: %w", f.Path, err)
 			}

@@ -21,7 +21,16 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 // Stale notices a hand edit, and Write repairs it and says which file it rewrote.
 func TestStaleFindsAndWriteRepairsAnEdit(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range append(Files(), File{Path: "manifests/argo/plugin.yaml"}) {
+	// The generators' inputs: manifests/ (plugin.yaml, and every face the chart is made from).
+	inputs, err := filepath.Glob(filepath.Join(root, "manifests", "*", "*.yaml"))
+	require.NoError(t, err)
+	files := Files()
+	for _, in := range inputs {
+		rel, err := filepath.Rel(root, in)
+		require.NoError(t, err)
+		files = append(files, File{Path: rel})
+	}
+	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(root, f.Path))
 		require.NoError(t, err)
 		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, f.Path)), 0o755))

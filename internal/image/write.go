@@ -16,7 +16,7 @@ import (
 type Written struct {
 	// Digest is the multi-platform index's: what a release pins.
 	Digest v1.Hash
-	// Layout is the OCI image layout directory (push it with `crane push --index` or `skopeo copy --all`).
+	// Layout is the OCI image layout directory (`crane push <layout> <ref>` pushes the index, digest kept).
 	Layout string
 	// Tarballs are `docker load`-able archives by platform (os/arch), each tagged ref.
 	Tarballs map[string]string

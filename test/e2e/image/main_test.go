@@ -111,11 +111,11 @@ func crdDirs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	tekton, err := tektonharness.ModuleDir(context.Background())
+	tektonDir, err := tektonharness.ModuleDir(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	return []string{tektonharness.CRDDir(tekton), argoharness.CRDDir(argo)}, nil
+	return []string{tektonharness.CRDDir(tektonDir), argoharness.CRDDir(argo)}, nil
 }
 
 // stamp are the flags both tools take to build from this "commit".

@@ -1,7 +1,6 @@
 package image_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -62,23 +60,20 @@ func TestImageRunsExecutorVersion(t *testing.T) {
 	assert.Equal(t, stampVersion, got.Version)
 }
 
+// ensureNamespace creates namespace ns (Argo's install makes "argo") unless it exists.
+func ensureNamespace(t *testing.T, ns string) {
+	t.Helper()
+	if err := c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+}
+
 // objects are the objects of an install file.
 func objects(t *testing.T, file string) []*unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	require.NoError(t, err)
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			require.ErrorContains(t, err, "EOF")
-			break
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
+	objs := decode(t, b)
 	require.NotEmpty(t, objs, "%s holds no object", file)
 	return objs
 }
@@ -163,9 +158,7 @@ spec:
 // template.execute until the step succeeds; the janitor's Deployment runs from the image too.
 func TestReleaseArgoInstallRunsAStepFromTheImage(t *testing.T) {
 	const ns = "argo"
-	if err := c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
-	}
+	ensureNamespace(t, ns)
 	install(t, "argo")
 
 	janitorPod, janitor := deployment(t, ns, "trainstep-argo-janitor")
