@@ -51,9 +51,9 @@ build: ## the static executor binary the image ships
 # The time of every file in the image: the commit's, so two builds of one commit have one digest.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 IMAGE_SOURCE ?= https://github.com/trainstep/trainstep
-IMAGE_DIR ?= dist/image
+IMAGE_DIR ?= bin/image
 
-image: ## the one image for all three faces, linux/amd64 + linux/arm64, no container engine: an OCI layout and docker-load tarballs in dist/image (internal/image)
+image: ## the one image for all three faces, linux/amd64 + linux/arm64, no container engine: an OCI layout and docker-load tarballs in bin/image (internal/image)
 	go run ./hack/image --out $(IMAGE_DIR) --image $(IMAGE) --version $(VERSION) --commit $(COMMIT) \
 		--created $(SOURCE_DATE_EPOCH) --source $(IMAGE_SOURCE)
 

@@ -27,7 +27,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
-	out := fs.String("out", "dist/image", "the directory written")
+	out := fs.String("out", "bin/image", "the directory written")
 	ref := fs.String("image", "trainstep:dev", "the repository:tag the docker tarballs load as")
 	release := fs.String("version", "dev", "the release stamped into the binary and the labels")
 	rev := fs.String("commit", "unknown", "the commit stamped into the binary and the labels")
