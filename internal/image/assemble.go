@@ -23,12 +23,14 @@ type file struct {
 	data     []byte
 }
 
-// baseFiles are what the empty base needs for a non-root process, as distroless static has them:
-// the user's passwd and group entries (a uid without one has no name and no home; tools that
-// look the user up fail), its home, and a /tmp anyone may write (os.TempDir; `--local` makes its
-// work directories there). No shell, no CA roots and no zoneinfo: the executor talks only to the
-// apiserver, whose CA comes with the ServiceAccount or the kubeconfig, and reads no time zone
-// (test/e2e/image runs every face from the image and would fail without what they need).
+// baseFiles are what distroless static gives a non-root process and the Dockerfile's image
+// therefore has: the user's passwd and group entries (the runtime sets HOME from them; a uid
+// without one has no name), its home, and a /tmp anyone may write, which `executor run` as a
+// container step needs (its --output-dir, /tmp/outputs in Argo's recipe; `--local`'s work
+// directories). The long-running faces need none of them: test/e2e/image ran the Argo plugin, the
+// janitor and the Tekton controller from an image without them, read-only. No shell, no CA roots
+// and no zoneinfo: the executor talks only to the apiserver, whose CA comes with the
+// ServiceAccount or the kubeconfig, and reads no time zone.
 func baseFiles() []file {
 	return []file{
 		{name: "etc/", dir: true, mode: 0o755},
