@@ -46,8 +46,8 @@ import (
 
 // pod is what a container sees of the pod it runs in.
 type pod struct {
-	Namespace, Name string
-	Labels          map[string]string
+	Namespace, Name, UID string
+	Labels               map[string]string
 	// ServiceAccount is mounted (its token, the cluster CA, the namespace) unless empty.
 	ServiceAccount  string
 	SecurityContext *corev1.PodSecurityContext
@@ -186,9 +186,10 @@ func start(t *testing.T, rootfs string, cfg *v1.ConfigFile, p pod, c corev1.Cont
 	if dir == "" {
 		dir = "/"
 	}
+	argv[0] = lookPath(t, rootfs, argv[0], env["PATH"])
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Path = argv[0] // resolved inside the chroot by execve, not on the host
+	cmd.Path = argv[0] // a path inside the chroot: execve runs after chroot(2)
 	cmd.Env = envList(env)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = r.Log, r.Log
@@ -309,10 +310,29 @@ func fieldRef(t *testing.T, p pod, path string) string {
 		return p.Namespace
 	case path == "metadata.name":
 		return p.Name
+	case path == "metadata.uid":
+		return p.UID
 	case strings.HasPrefix(path, "metadata.labels['") && strings.HasSuffix(path, "']"):
 		return p.Labels[strings.TrimSuffix(strings.TrimPrefix(path, "metadata.labels['"), "']")]
 	}
 	t.Fatalf("fieldRef %s is not resolved here", path)
+	return ""
+}
+
+// lookPath resolves a command without a slash on the container's PATH inside its root, as the
+// runtime does; it fails the test as starting the container would fail.
+func lookPath(t *testing.T, rootfs, name, pathEnv string) string {
+	t.Helper()
+	if strings.Contains(name, "/") {
+		return name
+	}
+	for dir := range strings.SplitSeq(pathEnv, ":") {
+		p := filepath.Clean("/" + dir + "/" + name)
+		if fi, err := os.Stat(filepath.Join(rootfs, p)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	t.Fatalf("exec: %q: executable file not found in the image's $PATH (%s)", name, pathEnv)
 	return ""
 }
 
