@@ -1,5 +1,8 @@
 # One image for all three faces: `executor run`, `executor argo-plugin`, `executor tekton-controller`.
 # The binary is the one `make build` makes (static, CGO off) and `make test` tests.
+# For users who build with Docker (`make docker-image`); `make image` builds the same image with no
+# container engine (internal/image), and test/e2e/image checks that the two ship the same binary
+# path, entrypoint and user.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
