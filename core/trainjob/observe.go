@@ -64,6 +64,8 @@ type Observation struct {
 	Progress  *int32
 	Remaining *int32
 	Metrics   map[string]string
+	// MetricOrder is the metrics' names in the order the trainer reported them.
+	MetricOrder []string
 	// Result is the training function's return value on rank 0, as JSON, read from the trainer
 	// container's termination message (empty when it returned None or has not returned).
 	Result string
@@ -153,6 +155,9 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 		if len(ts.Metrics) > 0 {
 			o.Metrics = map[string]string{}
 			for _, m := range ts.Metrics {
+				if _, dup := o.Metrics[m.Name]; !dup {
+					o.MetricOrder = append(o.MetricOrder, m.Name)
+				}
 				o.Metrics[m.Name] = m.Value
 			}
 		}
@@ -197,11 +202,8 @@ func (o Observation) underway(tj *trainer.TrainJob, allRunning bool, initRunning
 	if allRunning {
 		o.Phase, o.Reason = PhaseRunning, "Running"
 		o.Message = fmt.Sprintf("TrainJob %s is running: %d/%d nodes", tj.Name, o.RunningNodes, o.NumNodes)
-		if o.Progress != nil {
-			o.Message += fmt.Sprintf(", %d%% done", *o.Progress)
-			if o.Remaining != nil {
-				o.Message += fmt.Sprintf(" (about %s left)", time.Duration(*o.Remaining)*time.Second)
-			}
+		if p := o.ProgressLine(); p != "" {
+			o.Message += progressSep + p
 		}
 		return o
 	}
@@ -246,6 +248,9 @@ func (o Observation) terminal(phase Phase, c *metav1.Condition) Observation {
 	o.CompletionTime = &t
 	if o.Message == "" {
 		o.Message = fmt.Sprintf("TrainJob %s %s", o.Name, strings.ToLower(string(phase)))
+	}
+	if note := o.metricCollisions(); note != "" {
+		o.Message += "; " + note
 	}
 	return o
 }
