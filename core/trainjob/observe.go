@@ -201,10 +201,7 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 func (o Observation) underway(tj *trainer.TrainJob, allRunning bool, initRunning, initDone []string) Observation {
 	if allRunning {
 		o.Phase, o.Reason = PhaseRunning, "Running"
-		o.Message = fmt.Sprintf("TrainJob %s is running: %d/%d nodes", tj.Name, o.RunningNodes, o.NumNodes)
-		if p := o.ProgressLine(); p != "" {
-			o.Message += progressSep + p
-		}
+		o.Message = o.RunningMessage()
 		return o
 	}
 	// Once started, a job stays Running while a replaced node comes back: the pods say only

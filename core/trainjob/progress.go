@@ -168,3 +168,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// RunningMessage is what a running job says, its progress line included: the message Observe
+// writes when every node runs.
+func (o Observation) RunningMessage() string {
+	msg := fmt.Sprintf("TrainJob %s is running: %d/%d nodes", o.Name, o.RunningNodes, o.NumNodes)
+	if p := o.ProgressLine(); p != "" {
+		msg += progressSep + p
+	}
+	return msg
+}

@@ -20,12 +20,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -355,4 +357,38 @@ func (s *Stack) Release(ctx context.Context, namespace, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// Rank0 waits for the running node-0 pod of TrainJob ns/name (of any TrainJob of ns when name
+// is empty) and returns its reporter: what rank 0 of a training has to post its progress with.
+func (s *Stack) Rank0(t testing.TB, ns, name string) *PodReporter {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), StartTimeout)
+	defer cancel()
+	var pod *corev1.Pod
+	err := wait.PollUntilContextCancel(ctx, Interval, true, func(ctx context.Context) (bool, error) {
+		pods := &corev1.PodList{}
+		labels := client.MatchingLabels{"jobset.sigs.k8s.io/replicatedjob-name": "node", "batch.kubernetes.io/job-completion-index": "0"}
+		if name != "" {
+			labels["jobset.sigs.k8s.io/jobset-name"] = name
+		}
+		if err := s.Client.List(ctx, pods, client.InNamespace(ns), labels); err != nil {
+			return false, nil //nolint:nilerr // an apiserver hiccup: look again
+		}
+		for i := range pods.Items {
+			if pods.Items[i].Status.Phase == corev1.PodRunning {
+				pod = &pods.Items[i]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for a running node-0 pod in %s: %v", ns, err)
+	}
+	r, err := s.PodReporter(ctx, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
