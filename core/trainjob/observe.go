@@ -66,6 +66,8 @@ type Observation struct {
 	Metrics   map[string]string
 	// MetricOrder is the metrics' names in the order the trainer reported them.
 	MetricOrder []string
+	// ProgressOff says the node pods show the Trainer's TrainJobStatus gate off (progress.go).
+	ProgressOff bool
 	// Result is the training function's return value on rank 0, as JSON, read from the trainer
 	// container's termination message (empty when it returned None or has not returned).
 	Result string
@@ -163,6 +165,7 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 		}
 	}
 	trainerPods := TrainerPods(pods, tj.Name)
+	o.ProgressOff = progressOff(tj, trainerPods)
 	for _, p := range trainerPods {
 		if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded {
 			o.RunningNodes++

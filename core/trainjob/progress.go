@@ -6,6 +6,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // The Trainer's progress (status.trainerStatus, written by its status server from what rank 0
@@ -173,8 +176,52 @@ func sortedKeys[V any](m map[string]V) []string {
 // writes when every node runs.
 func (o Observation) RunningMessage() string {
 	msg := fmt.Sprintf("TrainJob %s is running: %d/%d nodes", o.Name, o.RunningNodes, o.NumNodes)
+	if o.ProgressOff {
+		msg += "; " + ProgressOffNote
+	}
 	if p := o.ProgressLine(); p != "" {
 		msg += progressSep + p
 	}
 	return msg
+}
+
+// EnvStatusURL is the status server's URL the Trainer's TrainJobStatus plugin injects into the
+// trainer containers when its feature gate is on; no such env in a running node means it is off.
+const EnvStatusURL = "KUBEFLOW_TRAINER_SERVER_URL"
+
+// ProgressOffNote says why a step shows no progress and how to turn it on.
+const ProgressOffNote = "progress reporting is off on this cluster: the Trainer injected no " + EnvStatusURL +
+	" into the nodes, so its TrainJobStatus feature gate is off (Trainer v2.2+: --feature-gates=TrainJobStatus=true" +
+	" on its controller, or featureGates.TrainJobStatus: true in its config; Helm: manager.config.featureGates.TrainJobStatus=true)"
+
+// progressOff reports whether the node pods show the gate off: they have their containers (a
+// trimmed pod keeps their names and this env's name, TrimPod) and none has EnvStatusURL, and
+// nothing was reported.
+func progressOff(tj *trainer.TrainJob, pods []corev1.Pod) bool {
+	if tj.Status.TrainerStatus != nil {
+		return false
+	}
+	seen := false
+	for _, p := range pods {
+		if p.Labels[LabelReplicatedJob] != NodeJob || len(p.Spec.Containers) == 0 {
+			continue
+		}
+		seen = true
+		if HasStatusServer(&p) {
+			return false
+		}
+	}
+	return seen
+}
+
+// HasStatusServer reports whether a container of pod got the status server's URL.
+func HasStatusServer(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == EnvStatusURL {
+				return true
+			}
+		}
+	}
+	return false
 }

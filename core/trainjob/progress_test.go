@@ -6,6 +6,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -89,6 +90,41 @@ func TestThrottleProgress(t *testing.T) {
 			got, after := ThrottleProgress(tc.prev, t0, tc.next, t0.Add(tc.elapsed), ProgressEvery)
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, tc.wantAfter, after)
+		})
+	}
+}
+
+func TestProgressOffIsSaidFromTheNodePods(t *testing.T) {
+	withEnv := func(p corev1.Pod, env ...string) corev1.Pod {
+		c := corev1.Container{Name: NodeContainer}
+		for _, e := range env {
+			c.Env = append(c.Env, corev1.EnvVar{Name: e, Value: "v"})
+		}
+		p.Spec.Containers = []corev1.Container{c}
+		return p
+	}
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "job", Labels: map[string]string{LabelNumNodes: "1"}}}
+	for _, tc := range []struct {
+		name   string
+		pods   []corev1.Pod
+		status *trainer.TrainerStatus
+		off    bool
+	}{
+		{"no env: the gate is off", []corev1.Pod{withEnv(pod("job", NodeJob, 0, corev1.PodRunning), "PET_NNODES")}, nil, true},
+		{"the env: on", []corev1.Pod{withEnv(pod("job", NodeJob, 0, corev1.PodRunning), EnvStatusURL)}, nil, false},
+		{"no containers seen: unknown, not off", []corev1.Pod{pod("job", NodeJob, 0, corev1.PodRunning)}, nil, false},
+		{"a status was written: on", []corev1.Pod{withEnv(pod("job", NodeJob, 0, corev1.PodRunning))}, &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](1)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := tj.DeepCopy()
+			j.Status.TrainerStatus = tc.status
+			o := Observe(j, tc.pods)
+			assert.Equal(t, tc.off, o.ProgressOff)
+			if tc.off {
+				assert.Equal(t, "TrainJob job is running: 1/1 nodes; "+ProgressOffNote, o.Message)
+			} else {
+				assert.NotContains(t, o.Message, "progress reporting is off")
+			}
 		})
 	}
 }

@@ -84,6 +84,9 @@ func (o *runOptions) dryRunPlan(ctx context.Context, spec *step.Spec) int {
 	}
 	o.warn(plan)
 	o.say("Trainer API: %s; the pod block goes to spec.%s", plan.API.Source, plan.API.PodMechanism)
+	if note := progressGate(ctx, src, o.ns()); note != "" {
+		o.say("%s", note)
+	}
 	tj, err := plan.Object(o.identity())
 	if err != nil {
 		return o.fail(err)

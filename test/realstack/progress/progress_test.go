@@ -184,3 +184,19 @@ func TestRankZeroReportsThroughTheStatusServer(t *testing.T) {
 	assert.JSONEq(t, `{"loss":"0.12","acc":"0.95","eval/f1":"0.7"}`, outs["metrics"])
 	assert.Equal(t, "100", outs["progress-percentage"])
 }
+
+// With the gate on, a dry run says so once a node pod shows it.
+func TestDryRunSaysProgressReportingIsOn(t *testing.T) {
+	t.Parallel()
+	ns := stack.Namespace(t)
+	r := startExecutor(t, ns, heldStep)
+	stack.Rank0(t, ns, "")
+	dry := startExecutor(t, ns, heldStep, "--dry-run")
+	code, _ := dry.wait(t)
+	require.Equal(t, cli.ExitSucceeded, code, dry.stderr.String())
+	assert.Regexp(t, `progress reporting: on \(pod \S+ got KUBEFLOW_TRAINER_SERVER_URL from the Trainer\)`, dry.stderr.String())
+	require.NoError(t, stack.Release(t.Context(), ns, ""))
+	code, _ = r.wait(t)
+	require.Equal(t, cli.ExitSucceeded, code, r.stderr.String())
+	assert.NotContains(t, r.stderr.String(), "progress reporting is off")
+}
