@@ -73,7 +73,7 @@ spec:
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := harness.Get(t.Context(), wf.Name)
 		require.NoError(c, err)
-		node := trainNode(got)
+		node := nodeNamed(got, "train")
 		require.NotNil(c, node)
 		assert.Equal(c, wfv1.NodeRunning, node.Phase)
 		assert.Contains(c, node.Message, "2/2 nodes · 42% · 12m left · loss=0.31 acc=0.88")
@@ -89,7 +89,8 @@ spec:
 	require.NoError(t, stack.Release(t.Context(), argoharness.Namespace, name))
 	got := harness.WaitPhase(t, wf.Name, timeout)
 	require.Equal(t, wfv1.WorkflowSucceeded, got.Status.Phase, "%s\n%s", got.Status.Message, argoharness.Nodes(got))
-	node := trainNode(got)
+	node := nodeNamed(got, "train")
+	require.NotNil(t, node, argoharness.Nodes(got))
 	assert.Equal(t, "0.12", argoharness.Output(node, "metric-loss"))
 	assert.Equal(t, "0.7", argoharness.Output(node, "metric-eval-f1"))
 	// The next step read the metric: its TrainJob got it as env.
@@ -102,4 +103,14 @@ spec:
 		}
 	}
 	assert.Equal(t, []string{"0.12"}, seen)
+}
+
+// nodeNamed is the Workflow's node of that display name (this workflow has two plugin nodes).
+func nodeNamed(wf *wfv1.Workflow, name string) *wfv1.NodeStatus {
+	for _, n := range wf.Status.Nodes {
+		if n.DisplayName == name {
+			return &n
+		}
+	}
+	return nil
 }
