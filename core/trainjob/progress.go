@@ -191,28 +191,43 @@ const EnvStatusURL = "KUBEFLOW_TRAINER_SERVER_URL"
 
 // ProgressOffNote says why a step shows no progress and how to turn it on.
 const ProgressOffNote = "progress reporting is off on this cluster: the Trainer injected no " + EnvStatusURL +
-	" into the nodes, so its TrainJobStatus feature gate is off (Trainer v2.2+: --feature-gates=TrainJobStatus=true" +
+	" into the training pods, so its TrainJobStatus feature gate is off (Trainer v2.2+: --feature-gates=TrainJobStatus=true" +
 	" on its controller, or featureGates.TrainJobStatus: true in its config; Helm: manager.config.featureGates.TrainJobStatus=true)"
 
-// progressOff reports whether the node pods show the gate off: they have their containers (a
-// trimmed pod keeps their names and this env's name, TrimPod) and none has EnvStatusURL, and
-// nothing was reported.
+// progressOff reports whether the trainer step's pods show the gate off: the pods the Trainer's
+// TrainJobStatus plugin injects EnvStatusURL into (its runtime's trainer step: the node job, or
+// the launcher on MPI runtimes, whose nodes never get it) have their containers (a trimmed pod
+// keeps their names and this env's name, TrimPod), none has it, and nothing was reported. The
+// pods do not carry the step's ancestor label (the Job template does), so an MPI job is known
+// by a launcher pod, or by its framework before the launcher exists (it waits for the nodes);
+// until then it is not judged: unknown is never said as off.
 func progressOff(tj *trainer.TrainJob, pods []corev1.Pod) bool {
 	if tj.Status.TrainerStatus != nil {
 		return false
 	}
-	seen := false
+	step := NodeJob
+	if mpiFrameworks[tj.Labels[LabelFramework]] {
+		step = LauncherJob
+	}
 	for _, p := range pods {
-		if p.Labels[LabelReplicatedJob] != NodeJob || len(p.Spec.Containers) == 0 {
-			continue
-		}
-		seen = true
 		if HasStatusServer(&p) {
 			return false
+		}
+		if p.Labels[LabelReplicatedJob] == LauncherJob {
+			step = LauncherJob
+		}
+	}
+	seen := false
+	for _, p := range pods {
+		if p.Labels[LabelReplicatedJob] == step && len(p.Spec.Containers) > 0 {
+			seen = true
 		}
 	}
 	return seen
 }
+
+// mpiFrameworks are the stock runtimes' frameworks whose trainer step is an MPI launcher.
+var mpiFrameworks = map[string]bool{"deepspeed": true, "mlx": true, "mpi": true}
 
 // HasStatusServer reports whether a container of pod got the status server's URL.
 func HasStatusServer(pod *corev1.Pod) bool {

@@ -113,6 +113,10 @@ func TestProgressOffIsSaidFromTheNodePods(t *testing.T) {
 		{"no env: the gate is off", []corev1.Pod{withEnv(pod("job", NodeJob, 0, corev1.PodRunning), "PET_NNODES")}, nil, true},
 		{"the env: on", []corev1.Pod{withEnv(pod("job", NodeJob, 0, corev1.PodRunning), EnvStatusURL)}, nil, false},
 		{"no containers seen: unknown, not off", []corev1.Pod{pod("job", NodeJob, 0, corev1.PodRunning)}, nil, false},
+		{"MPI: the nodes never get it, the launcher does", []corev1.Pod{withEnv(pod("job", NodeJob, 0, corev1.PodRunning)),
+			withEnv(pod("job", LauncherJob, 0, corev1.PodRunning), EnvStatusURL)}, nil, false},
+		{"MPI: a launcher without it: off", []corev1.Pod{withEnv(pod("job", NodeJob, 0, corev1.PodRunning)),
+			withEnv(pod("job", LauncherJob, 0, corev1.PodRunning))}, nil, true},
 		{"a status was written: on", []corev1.Pod{withEnv(pod("job", NodeJob, 0, corev1.PodRunning))}, &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](1)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,10 +125,18 @@ func TestProgressOffIsSaidFromTheNodePods(t *testing.T) {
 			o := Observe(j, tc.pods)
 			assert.Equal(t, tc.off, o.ProgressOff)
 			if tc.off {
-				assert.Equal(t, "TrainJob job is running: 1/1 nodes; "+ProgressOffNote, o.Message)
+				assert.Contains(t, o.Message, " nodes; "+ProgressOffNote)
 			} else {
 				assert.NotContains(t, o.Message, "progress reporting is off")
 			}
 		})
 	}
+}
+
+// An MPI job's launcher waits for its nodes: before it exists, nodes without the env say nothing.
+func TestProgressOffWaitsForTheMPILauncher(t *testing.T) {
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "job", Labels: map[string]string{LabelNumNodes: "1", LabelFramework: "deepspeed"}}}
+	node := pod("job", NodeJob, 0, corev1.PodRunning)
+	node.Spec.Containers = []corev1.Container{{Name: NodeContainer}}
+	assert.False(t, Observe(tj, []corev1.Pod{node}).ProgressOff)
 }
