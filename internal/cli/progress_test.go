@@ -12,7 +12,7 @@ import (
 	"github.com/trainstep/trainstep/core/trainjob"
 )
 
-func running(nodes int32, progress int32, metrics ...string) trainjob.Observation {
+func running(nodes, progress int32, metrics ...string) trainjob.Observation {
 	o := trainjob.Observation{Name: "j", Phase: trainjob.PhaseRunning, NumNodes: 2, RunningNodes: nodes, Progress: ptr.To(progress)}
 	if len(metrics) > 0 {
 		o.Metrics = map[string]string{}
