@@ -44,6 +44,9 @@ type Runner struct {
 	KeepLines int
 	// OnLine, when set, receives every line of every node as it is written.
 	OnLine func(node int, line string)
+	// OnProgress, when set, receives the run as a face shows it each time a node reports progress
+	// to the local status server (statusserver.go).
+	OnProgress func(trainjob.Observation)
 }
 
 // Result is how a local run ended.
@@ -108,6 +111,11 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 	started := metav1.NewTime(time.Now())
 	out := tj.DeepCopy()
 	out.CreationTimestamp = started
+	status, err := startStatusServer(root, tj.Namespace, tj.Name, r.progress(out, nodes))
+	if err != nil {
+		return nil, err
+	}
+	defer status.stop()
 	launches := nodes
 	if rt.Policy == runtimes.PolicyMPI {
 		// One mpirun on the launcher starts every rank, as on a cluster.
@@ -131,6 +139,9 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 			return nil, fmt.Errorf("making the working directory of node %d: %w", i, err)
 		}
 		env := append(nodeEnv(rt, spec.Env, i, nodes, procs, port, dir, shims), trainers.ResultFileEnv+"="+filepath.Join(dir, resultFile))
+		for k, v := range status.env() {
+			env = append(env, k+"="+v)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -146,6 +157,7 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 		}()
 	}
 	wg.Wait()
+	out.Status.TrainerStatus = status.last()
 	res := &Result{TrainJob: out, Nodes: results, Culprit: culprit}
 	for i := range launches {
 		if b, err := os.ReadFile(filepath.Join(root, fmt.Sprintf("node-%d", i), resultFile)); err == nil {

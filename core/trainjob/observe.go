@@ -64,6 +64,10 @@ type Observation struct {
 	Progress  *int32
 	Remaining *int32
 	Metrics   map[string]string
+	// MetricOrder is the metrics' names in the order the trainer reported them.
+	MetricOrder []string
+	// ProgressOff says the node pods show the Trainer's TrainJobStatus gate off (progress.go).
+	ProgressOff bool
 	// Result is the training function's return value on rank 0, as JSON, read from the trainer
 	// container's termination message (empty when it returned None or has not returned).
 	Result string
@@ -153,11 +157,15 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 		if len(ts.Metrics) > 0 {
 			o.Metrics = map[string]string{}
 			for _, m := range ts.Metrics {
+				if _, dup := o.Metrics[m.Name]; !dup {
+					o.MetricOrder = append(o.MetricOrder, m.Name)
+				}
 				o.Metrics[m.Name] = m.Value
 			}
 		}
 	}
 	trainerPods := TrainerPods(pods, tj.Name)
+	o.ProgressOff = progressOff(tj, trainerPods)
 	for _, p := range trainerPods {
 		if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded {
 			o.RunningNodes++
@@ -196,13 +204,7 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 func (o Observation) underway(tj *trainer.TrainJob, allRunning bool, initRunning, initDone []string) Observation {
 	if allRunning {
 		o.Phase, o.Reason = PhaseRunning, "Running"
-		o.Message = fmt.Sprintf("TrainJob %s is running: %d/%d nodes", tj.Name, o.RunningNodes, o.NumNodes)
-		if o.Progress != nil {
-			o.Message += fmt.Sprintf(", %d%% done", *o.Progress)
-			if o.Remaining != nil {
-				o.Message += fmt.Sprintf(" (about %s left)", time.Duration(*o.Remaining)*time.Second)
-			}
-		}
+		o.Message = o.RunningMessage()
 		return o
 	}
 	// Once started, a job stays Running while a replaced node comes back: the pods say only
@@ -246,6 +248,9 @@ func (o Observation) terminal(phase Phase, c *metav1.Condition) Observation {
 	o.CompletionTime = &t
 	if o.Message == "" {
 		o.Message = fmt.Sprintf("TrainJob %s %s", o.Name, strings.ToLower(string(phase)))
+	}
+	if note := o.metricCollisions(); note != "" {
+		o.Message += "; " + note
 	}
 	return o
 }

@@ -100,6 +100,7 @@ func (o Observation) Outputs() map[string]string {
 		OutResult:    o.Result,
 	}
 	resultKeys(o.Result, out)
+	o.metricOutputs(out)
 	if o.StartTime != nil {
 		out[OutStartTime] = o.StartTime.UTC().Format(time.RFC3339)
 	}

@@ -156,8 +156,9 @@ func TestObserveFailedPodAndOutputs(t *testing.T) {
 		OutName: "job", OutNamespace: "ns", OutRuntime: "jax-distributed", OutFramework: "jax", OutPhase: "Failed", OutReason: "FailedJobs",
 		OutMessage: o.Message, OutStartTime: "1970-01-01T00:16:40Z", OutCompletionTime: "1970-01-01T00:18:10Z", OutDuration: "90",
 		OutNumNodes: "3", OutProgress: "40", OutMetrics: `{"loss":"0.5"}`, OutResult: "",
+		MetricPrefix + "loss": "0.5",
 	}, o.Outputs())
-	assert.Len(t, o.Outputs(), len(OutputNames))
+	assert.Len(t, o.Outputs(), len(OutputNames)+1, "every output, and one per metric")
 }
 
 func TestWithEventsSurfacesResourceCreationFailures(t *testing.T) {
@@ -246,7 +247,7 @@ func TestProgress(t *testing.T) {
 	tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](40), EstimatedRemainingSeconds: ptr.To[int32](90)}
 	o = Observe(tj, pods)
 	assert.Equal(t, "40/100", o.ProgressFraction(), "the Trainer's percentage when it reports one")
-	assert.Equal(t, "TrainJob job is running: 2/2 nodes, 40% done (about 1m30s left)", o.Message)
+	assert.Equal(t, "TrainJob job is running: 2/2 nodes · 40% · 1m30s left", o.Message)
 	tj.Status.TrainerStatus = nil
 	tj.Status.Conditions = []metav1.Condition{cond("Complete", "True", "AllJobsCompleted")}
 	pods[0].Status.Phase, pods[1].Status.Phase = corev1.PodSucceeded, corev1.PodSucceeded

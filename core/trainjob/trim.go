@@ -11,7 +11,9 @@ import (
 
 // TrimPod keeps of a pod only what following a TrainJob reads: its name, labels (jobset-name,
 // replicated job, completion index), owners and status (phase, conditions, container states).
-// The spec, annotations and managedFields (most of a pod's bytes) are dropped. Anything that is
+// Of the spec, the containers' names and whether they got the status server's URL (the name of
+// env EnvStatusURL, for progressOff); the rest of the spec, annotations and managedFields (most
+// of a pod's bytes) are dropped. Anything that is
 // not a *corev1.Pod (a DeletedFinalStateUnknown tombstone) passes through unchanged.
 func TrimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
@@ -30,6 +32,7 @@ func TrimPod(obj any) (any, error) {
 			Labels:            p.Labels,
 			OwnerReferences:   p.OwnerReferences,
 		},
+		Spec: trimSpec(p),
 		Status: corev1.PodStatus{
 			Phase:                 p.Status.Phase,
 			Reason:                p.Status.Reason,
@@ -42,6 +45,20 @@ func TrimPod(obj any) (any, error) {
 			EphemeralContainerStatuses: p.Status.EphemeralContainerStatuses,
 		},
 	}, nil
+}
+
+func trimSpec(p *corev1.Pod) corev1.PodSpec {
+	var spec corev1.PodSpec
+	for _, c := range p.Spec.Containers {
+		kept := corev1.Container{Name: c.Name}
+		for _, e := range c.Env {
+			if e.Name == EnvStatusURL {
+				kept.Env = []corev1.EnvVar{{Name: e.Name}}
+			}
+		}
+		spec.Containers = append(spec.Containers, kept)
+	}
+	return spec
 }
 
 // StripManagedFields drops an object's managedFields (server-side apply bookkeeping trainstep

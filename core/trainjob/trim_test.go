@@ -13,20 +13,29 @@ import (
 )
 
 // TestTrimPodKeepsWhatDecideReads: every verdict the follow policy gives is the same on trimmed
-// pods, which carry no spec, annotations or managedFields.
+// pods, which carry of the spec only the containers' names and the status server's env name,
+// and no annotations or managedFields.
 func TestTrimPodKeepsWhatDecideReads(t *testing.T) {
 	running := pod("job", NodeJob, 0, corev1.PodRunning)
 	full := []corev1.Pod{unschedulable("job-node-0-0-x"), failedNode("job-node-0-1-a", t0, 1), imagePull(), running}
 	var trimmed []corev1.Pod
 	for i := range full {
+		full[i].Spec.Containers = []corev1.Container{{Name: "node", Image: "python", Command: []string{"bash", "-c", "long script"},
+			Env: []corev1.EnvVar{{Name: "BIG", Value: "x"}}}}
+		if i == 0 {
+			full[i].Spec.Containers[0].Env = append(full[i].Spec.Containers[0].Env, corev1.EnvVar{Name: EnvStatusURL, Value: "https://x"})
+		}
 		p := full[i].DeepCopy()
-		p.Spec.Containers = []corev1.Container{{Name: "node", Image: "python", Command: []string{"bash", "-c", "long script"}}}
 		p.Annotations = map[string]string{"big": "x"}
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 		out, err := TrimPod(p)
 		require.NoError(t, err)
 		tp := out.(*corev1.Pod)
-		assert.Empty(t, tp.Spec.Containers)
+		want := []corev1.Container{{Name: "node"}}
+		if i == 0 {
+			want[0].Env = []corev1.EnvVar{{Name: EnvStatusURL}}
+		}
+		assert.Equal(t, want, tp.Spec.Containers)
 		assert.Empty(t, tp.Annotations)
 		assert.Empty(t, tp.ManagedFields)
 		assert.Equal(t, full[i].Labels, tp.Labels)

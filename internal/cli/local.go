@@ -45,11 +45,12 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 		runCtx, cancel = context.WithTimeout(ctx, spec.Timeout.Duration)
 		defer cancel()
 	}
-	out := o.stdout
+	o.view = newProgressView(o.stderr)
+	out := o.view.logs(o.stdout)
 	if o.noLogs {
 		out = nil
 	}
-	res, err := (&local.Runner{Out: out}).Run(runCtx, tj, &plan.Runtime)
+	res, err := (&local.Runner{Out: out, OnProgress: o.view.update}).Run(runCtx, tj, &plan.Runtime)
 	if err != nil {
 		return o.fail(err)
 	}
@@ -83,6 +84,9 @@ func (o *runOptions) dryRunPlan(ctx context.Context, spec *step.Spec) int {
 	}
 	o.warn(plan)
 	o.say("Trainer API: %s; the pod block goes to spec.%s", plan.API.Source, plan.API.PodMechanism)
+	if note := progressGate(ctx, src, o.ns()); note != "" {
+		o.say("%s", note)
+	}
 	tj, err := plan.Object(o.identity())
 	if err != nil {
 		return o.fail(err)

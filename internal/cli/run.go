@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/core/local"
-	"github.com/trainstep/trainstep/core/message"
 	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainers"
@@ -51,6 +50,8 @@ type runOptions struct {
 	logs trainjob.LogSource
 	// config adjusts the cluster config (tests: counting connections and requests).
 	config func(*rest.Config)
+	// view shows the running step's progress (progress.go); nil until the step runs.
+	view *progressView
 }
 
 func newRunCommand(code *int, ov Overrides) *cobra.Command {
@@ -93,6 +94,10 @@ Exit codes: 0 succeeded, 1 the TrainJob failed, 2 invalid step (nothing created)
 }
 
 func (o *runOptions) say(format string, args ...any) {
+	if o.view != nil {
+		o.view.say(fmt.Sprintf("trainstep: "+format, args...))
+		return
+	}
 	fmt.Fprintf(o.stderr, "trainstep: "+format+"\n", args...)
 }
 
@@ -168,6 +173,7 @@ func (o *runOptions) run(ctx context.Context) int {
 		startTimeout = spec.StartTimeout.Duration
 	}
 	streaming := false
+	o.view = newProgressView(o.stderr)
 	waiter := &trainjob.Waiter{Client: c, Logs: logs}
 	obs, err := waiter.Wait(ctx, created.Namespace, created.Name, trainjob.WaitOptions{
 		Timeout:       timeout,
@@ -175,7 +181,7 @@ func (o *runOptions) run(ctx context.Context) int {
 		KeepOnTimeout: spec.KeepOnTimeout,
 		Since:         created.CreationTimestamp.Time,
 		OnChange: func(obs trainjob.Observation) {
-			o.say("%s: %s", obs.Phase, message.FirstLine(obs.Message))
+			o.view.update(obs)
 			if !streaming && !o.noLogs && follower != nil && obs.Node0Pod != "" {
 				streaming = true
 				go o.follow(ctx, follower, obs.Namespace, obs.Node0Pod)
@@ -210,7 +216,7 @@ func (o *runOptions) submit(ctx context.Context, c client.Client, tj client.Obje
 }
 
 func (o *runOptions) follow(ctx context.Context, f trainjob.LogFollower, ns, pod string) {
-	if err := f.Follow(ctx, ns, pod, trainjob.NodeContainer, o.stdout); err != nil && ctx.Err() == nil {
+	if err := f.Follow(ctx, ns, pod, trainjob.NodeContainer, o.view.logs(o.stdout)); err != nil && ctx.Err() == nil {
 		o.say("not streaming the node-0 log: %v", err)
 	}
 }
@@ -283,6 +289,9 @@ func (o *runOptions) printYAML(v any) int {
 
 // finish writes the outputs and maps the phase to the exit code.
 func (o *runOptions) finish(obs trainjob.Observation) int {
+	if o.view != nil {
+		o.view.done()
+	}
 	outs := obs.Outputs()
 	if o.outputDir != "" {
 		if err := writeOutputs(o.outputDir, outs); err != nil {

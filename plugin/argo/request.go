@@ -113,9 +113,9 @@ func parseRequest(args executor.ExecuteTemplateArgs, key string, body json.RawMe
 	}
 	if out := args.Template.Outputs; len(out.Parameters) > 0 {
 		for i, p := range out.Parameters {
-			if !known[p.Name] && !trainjob.IsResultKeyOutput(p.Name) {
+			if !known[p.Name] && !trainjob.IsResultKeyOutput(p.Name) && !trainjob.IsMetricOutput(p.Name) {
 				errs = append(errs, field.NotSupported(field.NewPath("outputs", "parameters").Index(i).Child("name"), p.Name,
-					append(slices.Clone(trainjob.OutputNames), trainjob.ResultKeyPrefix+"<key of the returned dict>")))
+					append(slices.Clone(trainjob.OutputNames), trainjob.ResultKeyPrefix+"<key of the returned dict>", trainjob.MetricPrefix+"<metric name>")))
 			}
 			r.Declared = append(r.Declared, p.Name)
 		}

@@ -55,6 +55,8 @@ type extraFields struct {
 	TrainJob string `json:"trainJob,omitempty"`
 	// Terminal is the final condition, kept so it can be re-asserted unchanged (terminal is final).
 	Terminal *v1beta1.Condition `json:"terminal,omitempty"`
+	// ProgressAt is when the running message was last written (progress.go throttles it).
+	ProgressAt *metav1.Time `json:"progressAt,omitempty"`
 }
 
 // event is sent after the status write that it reports has succeeded.
@@ -335,8 +337,9 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	if v.TailPod != "" {
 		obs = r.tails.WithTail(ctx, r.tailer(), v)
 	}
-	s.setUnknown(string(obs.Phase), obs.Message)
-	return r.wakeAt(s, v.Wake, !v.Wake.IsZero()), nil
+	msg, wait := s.runningMessage(obs.Message)
+	s.setUnknown(string(obs.Phase), msg)
+	return sooner(r.wakeAt(s, v.Wake, !v.Wake.IsZero()), wait), nil
 }
 
 // stepJob is the attempt's TrainJob as the cache has it: by its name, or else by its identity

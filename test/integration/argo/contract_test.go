@@ -234,6 +234,6 @@ func TestNodeProgress(t *testing.T) {
 	setTrainerProgress(t, ns, name, 40)
 	require.Eventually(t, func() bool {
 		r, err := argotest.Execute(t.Context(), h.URL, h.Token, args)
-		return err == nil && r.Node != nil && r.Node.Progress == "40/100" && strings.Contains(r.Node.Message, "40% done")
+		return err == nil && r.Node != nil && r.Node.Progress == "40/100" && strings.Contains(r.Node.Message, "1/1 nodes · 40%")
 	}, testenv.Timeout, 50*time.Millisecond, "the Trainer's percentage")
 }

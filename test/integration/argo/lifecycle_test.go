@@ -49,8 +49,8 @@ func TestSucceedsWithEveryOutput(t *testing.T) {
 	r := callUntil(t, h, args)
 	require.Equal(t, wfv1.NodeSucceeded, r.Node.Phase, r.Node.Message)
 	assert.Nil(t, r.Requeue)
-	require.Len(t, r.Node.Outputs.Parameters, len(trainjob.OutputNames), "every core output, declared or not")
-	for i, n := range trainjob.OutputNames {
+	require.Len(t, r.Node.Outputs.Parameters, len(trainjob.OutputNames)+1, "every core output, declared or not, and metric-loss")
+	for i, n := range append(trainjob.OutputNames, trainjob.MetricPrefix+"loss") {
 		assert.Equal(t, n, r.Node.Outputs.Parameters[i].Name)
 	}
 	name, _ := r.Output(trainjob.OutName)

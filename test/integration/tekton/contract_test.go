@@ -111,7 +111,7 @@ func TestProgressThenSuccess(t *testing.T) {
 	waitRun(t, ns, "train", func(ct *assert.CollectT, run *v1beta1.CustomRun) {
 		succeeded(corev1.ConditionUnknown, "Running")(ct, run)
 		if cond := run.Status.Succeeded(); cond != nil {
-			assert.Contains(ct, cond.Message, "1/1 nodes, 40% done")
+			assert.Contains(ct, cond.Message, "1/1 nodes · 40%")
 		}
 	})
 	require.NoError(t, sim.Finish(t.Context(), ns, tj.Name, trainersim.Behavior{Mode: trainersim.Succeed}))

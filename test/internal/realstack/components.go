@@ -212,7 +212,7 @@ func (s *Stack) startJobSet(ctx context.Context, kp keyPair, webhookPort, health
 	return s.waitManager(ctx, p, healthPort, webhookPort)
 }
 
-func (s *Stack) startTrainer(ctx context.Context, kp keyPair, webhookPort, healthPort, statusPort int) error {
+func (s *Stack) startTrainer(ctx context.Context, kp keyPair, webhookPort, healthPort, statusPort int, opts Options) error {
 	m := filepath.Join(s.Assets, "manifests", "trainer")
 	names := map[string]string{
 		"validating-webhook-configuration": "validator.trainer.kubeflow.org",
@@ -227,7 +227,7 @@ func (s *Stack) startTrainer(ctx context.Context, kp keyPair, webhookPort, healt
 		return err
 	}
 	cfg := filepath.Join(s.dir, "trainer-config.yaml")
-	if err := managerConfig(filepath.Join(m, "controller_manager_config.yaml"), cfg, map[string]any{
+	set := map[string]any{
 		"leaderElection.leaderElect":    false,
 		"certManagement.enable":         false,
 		"webhook.port":                  int64(webhookPort),
@@ -235,19 +235,34 @@ func (s *Stack) startTrainer(ctx context.Context, kp keyPair, webhookPort, healt
 		"metrics.bindAddress":           "0",
 		"health.healthProbeBindAddress": fmt.Sprintf("127.0.0.1:%d", healthPort),
 		"statusServer.port":             int64(statusPort),
-	}); err != nil {
+	}
+	if opts.TrainJobStatus {
+		set["featureGates.TrainJobStatus"] = true // as the Helm chart's manager.config.featureGates sets it
+	}
+	if err := managerConfig(filepath.Join(m, "controller_manager_config.yaml"), cfg, set); err != nil {
 		return err
 	}
 	tmp, err := s.certTmpdir("trainer", kp)
 	if err != nil {
 		return err
 	}
-	p, err := s.start("trainer", filepath.Join(s.Assets, "trainer-controller-manager"),
-		[]string{"TMPDIR=" + tmp, "KUBECONFIG=" + s.Kubeconfig}, "--config="+cfg)
+	binary, args := filepath.Join(s.Assets, "trainer-controller-manager"), []string{"--config=" + cfg}
+	if opts.TrainJobStatus {
+		if binary, args, err = s.statusServerSetUp(ctx, statusPort, binary, args); err != nil {
+			return err
+		}
+	}
+	p, err := s.start("trainer", binary, []string{"TMPDIR=" + tmp, "KUBECONFIG=" + s.Kubeconfig}, args...)
 	if err != nil {
 		return err
 	}
-	return s.waitManager(ctx, p, healthPort, webhookPort)
+	if err := s.waitManager(ctx, p, healthPort, webhookPort); err != nil {
+		return err
+	}
+	if opts.TrainJobStatus {
+		return waitFor(ctx, p, "the Trainer's status server", s.statusServerOK(statusPort))
+	}
+	return nil
 }
 
 // waitManager waits until a controller-runtime manager says it is ready and its webhook server

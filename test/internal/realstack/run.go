@@ -33,13 +33,16 @@ const SetUpTimeout = 10 * time.Minute
 
 // RunWith is Run with a SetUp between the start of the stack and the tests; an error from it
 // fails the suite (and keeps the stack's logs).
-func RunWith(m *testing.M, s **Stack, setUp SetUp) int {
+func RunWith(m *testing.M, s **Stack, setUp SetUp) int { return RunWithOptions(m, s, Options{}, setUp) }
+
+// RunWithOptions is RunWith on a stack started with opts.
+func RunWithOptions(m *testing.M, s **Stack, opts Options, setUp SetUp) int {
 	ctrllog.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	begin := time.Now()
-	started, err := Start(ctx)
+	started, err := StartWith(ctx, opts)
 	stopSignals()
 	cancel()
 	if err != nil {

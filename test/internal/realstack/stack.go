@@ -133,7 +133,10 @@ const DefaultAssetsName = "trainer-v2.3.0-jobset-v0.12.0-kwok-v0.8.0"
 // Start brings the whole stack up and returns once a TrainJob can run end to end: webhooks
 // answer, runtimes are installed and the Nodes are Ready. On error everything started is
 // stopped and the error carries the tail of the log of the process that failed.
-func Start(ctx context.Context) (_ *Stack, err error) {
+func Start(ctx context.Context) (*Stack, error) { return StartWith(ctx, Options{}) }
+
+// StartWith is Start with opts (statusserver.go).
+func StartWith(ctx context.Context, opts Options) (_ *Stack, err error) {
 	k8sDir, assets := AssetDirs()
 	for _, b := range []string{
 		filepath.Join(k8sDir, "etcd"), filepath.Join(k8sDir, "kube-apiserver"),
@@ -181,7 +184,7 @@ func Start(ctx context.Context) (_ *Stack, err error) {
 	if err := s.startEtcd(ctx, etcdPort, etcdPeer); err != nil {
 		return nil, err
 	}
-	if err := s.startAPIServer(ctx, k8sDir, etcdPort, apiPort); err != nil {
+	if err := s.startAPIServer(ctx, k8sDir, etcdPort, apiPort, opts.issuer(apiPort)); err != nil {
 		return nil, err
 	}
 	if err := s.startControllers(ctx, k8sDir); err != nil {
@@ -200,7 +203,7 @@ func Start(ctx context.Context) (_ *Stack, err error) {
 	if err := s.startJobSet(ctx, webhookCert, jobsetWebhook, jobsetHealth); err != nil {
 		return nil, err
 	}
-	if err := s.startTrainer(ctx, webhookCert, trainerWebhook, trainerHealth, trainerStatus); err != nil {
+	if err := s.startTrainer(ctx, webhookCert, trainerWebhook, trainerHealth, trainerStatus, opts); err != nil {
 		return nil, err
 	}
 	if err := s.installRuntimes(ctx); err != nil {
@@ -302,7 +305,7 @@ func httpOK(ctx context.Context, c *http.Client, url string) (bool, error) {
 	return true, nil
 }
 
-func (s *Stack) startAPIServer(ctx context.Context, k8sDir string, etcdPort, port int) error {
+func (s *Stack) startAPIServer(ctx context.Context, k8sDir string, etcdPort, port int, issuer string) error {
 	serving, err := s.pki.issue("apiserver", "kube-apiserver", nil, true)
 	if err != nil {
 		return err
@@ -329,7 +332,7 @@ func (s *Stack) startAPIServer(ctx context.Context, k8sDir string, etcdPort, por
 		"--kubelet-client-certificate="+kubelet.cert, "--kubelet-client-key="+kubelet.key,
 		"--kubelet-preferred-address-types=InternalIP",
 		"--authorization-mode=Node,RBAC",
-		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-issuer="+issuer,
 		"--service-account-key-file="+sa.cert, "--service-account-signing-key-file="+sa.key,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",

@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(realstack.RunWith(m, &stack, setUp))
+	os.Exit(realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true}, setUp))
 }
 
 func setUp(ctx context.Context, s *realstack.Stack) (func(), error) {

@@ -3,7 +3,8 @@
 // real stack of test/internal/realstack (the Trainer and JobSet managers with their webhooks,
 // the Job controller, kube-scheduler and kwok Nodes). trainstep's controller authenticates with
 // a ServiceAccount token from the TokenRequest API, and the apiserver authorizes with Node,RBAC,
-// so manifests/tekton's RBAC is what it has; failing pods' logs come through pods/log.
+// so manifests/tekton's RBAC is what it has; failing pods' logs come through pods/log. The
+// Trainer's TrainJobStatus gate is on: its status server writes the progress the faces show.
 package tekton_test
 
 import (
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(realstack.RunWith(m, &stack, setUp))
+	os.Exit(realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true}, setUp))
 }
 
 func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {

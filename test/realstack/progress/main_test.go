@@ -1,0 +1,37 @@
+// Package progress_test runs trainstep against the real stack with the Trainer's TrainJobStatus
+// feature gate on (test/internal/realstack, Options.TrainJobStatus): the Trainer injects the
+// status server's URL, CA and token into the trainer containers and its status server writes
+// status.trainerStatus from what a pod posts. A test plays rank 0: it reads what the Trainer
+// injected into the node pod, gets the token that pod would have, and posts as the SDK does.
+package progress_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/trainstep/trainstep/test/internal/realstack"
+)
+
+var (
+	stack *realstack.Stack
+	bin   string // the executor binary, built from this tree
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "trainstep-progress-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "executor")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/executor").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the executor: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true}, nil)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}

@@ -1,0 +1,202 @@
+package progress_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/cli"
+	"github.com/trainstep/trainstep/test/internal/realstack"
+)
+
+const (
+	timeout  = 3 * time.Minute
+	interval = 200 * time.Millisecond
+)
+
+// syncBuffer is a bytes.Buffer a running process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// run is `executor run` started in the background.
+type run struct {
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuffer
+	outDir         string
+	done           chan struct{}
+	err            error
+}
+
+func startExecutor(t *testing.T, ns, step string, extra ...string) *run {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "step.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
+	r := &run{stdout: &syncBuffer{}, stderr: &syncBuffer{}, outDir: filepath.Join(dir, "outputs"), done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	r.cmd = exec.CommandContext(ctx, bin, append([]string{"run", "--namespace", ns, "-f", file, "--output-dir", r.outDir}, extra...)...)
+	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
+	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
+	require.NoError(t, r.cmd.Start())
+	go func() { r.err = r.cmd.Wait(); close(r.done) }()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
+}
+
+// wait returns the exit code and outputs once the executor exits.
+func (r *run) wait(t *testing.T) (int, map[string]string) {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(timeout):
+		t.Fatalf("the executor did not exit; stderr:\n%s", r.stderr.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(r.err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, r.err)
+	}
+	outs := map[string]string{}
+	entries, _ := os.ReadDir(r.outDir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(r.outDir, e.Name()))
+		require.NoError(t, err)
+		outs[e.Name()] = string(b)
+	}
+	return code, outs
+}
+
+// node0 waits for the running node-0 pod of the namespace's one TrainJob.
+func node0(t *testing.T, ns string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		pods := &corev1.PodList{}
+		require.NoError(c, stack.Client.List(t.Context(), pods, client.InNamespace(ns), client.MatchingLabels{
+			trainjob.LabelReplicatedJob: trainjob.NodeJob, trainjob.LabelCompletionIndex: "0",
+		}))
+		require.Len(c, pods.Items, 1)
+		require.Equal(c, corev1.PodRunning, pods.Items[0].Status.Phase)
+		pod = &pods.Items[0]
+	}, timeout, interval)
+	return pod
+}
+
+// heldStep runs two nodes that stay Running until the test releases them (KWOK_HOLD).
+const heldStep = `
+framework: torch
+trainer:
+  numNodes: 2
+  env: {KWOK_HOLD: "1"}
+  func: |
+    def train():
+        print("training")
+timeout: 3m
+`
+
+// Rank 0 reports through the Trainer's own status server: what the Trainer injected into the
+// node pod (URL, CA, token) is what the post uses, the server authorizes the pod's projected
+// token and writes status.trainerStatus itself (field manager trainer-status), and the
+// executor shows it live and ends with each metric as an output.
+func TestRankZeroReportsThroughTheStatusServer(t *testing.T) {
+	t.Parallel()
+	ns := stack.Namespace(t)
+	r := startExecutor(t, ns, heldStep)
+	pod := node0(t, ns)
+	rep, err := stack.PodReporter(t.Context(), pod)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(rep.URL, "https://"+realstack.StatusServerHost+":"), rep.URL)
+
+	// A token for another audience is refused: the server checks what it is given.
+	forged := *rep
+	forged.Token = "not-a-token"
+	code, body, err := forged.Post(t.Context(), map[string]any{"trainerStatus": map[string]any{"progressPercentage": 1}})
+	require.NoError(t, err)
+	assert.Equal(t, 403, code, body)
+
+	require.NoError(t, rep.Report(t.Context(), ptr.To[int32](42), ptr.To[int32](720), [2]string{"loss", "0.31"}, [2]string{"acc", "0.88"}))
+	tj := &trainer.TrainJob{}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		tjs := &trainer.TrainJobList{}
+		require.NoError(c, stack.Client.List(t.Context(), tjs, client.InNamespace(ns)))
+		require.Len(c, tjs.Items, 1)
+		*tj = tjs.Items[0]
+		require.NotNil(c, tj.Status.TrainerStatus)
+		assert.Equal(c, int32(42), ptr.Deref(tj.Status.TrainerStatus.ProgressPercentage, -1))
+	}, timeout, interval)
+	managers := []string{}
+	for _, f := range tj.ManagedFields {
+		if f.Subresource == "status" {
+			managers = append(managers, f.Manager)
+		}
+	}
+	assert.Contains(t, managers, "trainer-status", "the status server wrote the status")
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, r.stderr.String(), "42% · 12m left · loss=0.31 acc=0.88")
+	}, timeout, interval)
+
+	require.NoError(t, rep.Report(t.Context(), ptr.To[int32](100), ptr.To[int32](0), [2]string{"loss", "0.12"}, [2]string{"acc", "0.95"}, [2]string{"eval/f1", "0.7"}))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &trainer.TrainJob{}
+		require.NoError(c, stack.Client.Get(t.Context(), client.ObjectKeyFromObject(tj), got))
+		require.NotNil(c, got.Status.TrainerStatus)
+		assert.Equal(c, int32(100), ptr.Deref(got.Status.TrainerStatus.ProgressPercentage, -1))
+	}, timeout, interval)
+	require.NoError(t, stack.Release(t.Context(), ns, tj.Name))
+	exit, outs := r.wait(t)
+	require.Equal(t, cli.ExitSucceeded, exit, "stderr:\n%s", r.stderr.String())
+	assert.Equal(t, "0.12", outs["metric-loss"])
+	assert.Equal(t, "0.95", outs["metric-acc"])
+	assert.Equal(t, "0.7", outs["metric-eval-f1"])
+	assert.JSONEq(t, `{"loss":"0.12","acc":"0.95","eval/f1":"0.7"}`, outs["metrics"])
+	assert.Equal(t, "100", outs["progress-percentage"])
+}
+
+// With the gate on, a dry run says so once a node pod shows it.
+func TestDryRunSaysProgressReportingIsOn(t *testing.T) {
+	t.Parallel()
+	ns := stack.Namespace(t)
+	r := startExecutor(t, ns, heldStep)
+	stack.Rank0(t, ns, "")
+	dry := startExecutor(t, ns, heldStep, "--dry-run")
+	code, _ := dry.wait(t)
+	require.Equal(t, cli.ExitSucceeded, code, dry.stderr.String())
+	assert.Regexp(t, `progress reporting: on \(pod \S+ got KUBEFLOW_TRAINER_SERVER_URL from the Trainer\)`, dry.stderr.String())
+	require.NoError(t, stack.Release(t.Context(), ns, ""))
+	code, _ = r.wait(t)
+	require.Equal(t, cli.ExitSucceeded, code, r.stderr.String())
+	assert.NotContains(t, r.stderr.String(), "progress reporting is off")
+}
