@@ -122,6 +122,17 @@ func AssetsDir() (string, error) {
 	return assets, nil
 }
 
+// executorImage is the argoexec image the controller names in the agent pod: never pulled (the
+// harness runs ARGO_ASSETS/argoexec itself), but tagged with the release under test, which
+// hack/build-argo.sh's cache directory is named after (…/argo/v3.7.3).
+func executorImage(assets string) string {
+	tag := filepath.Base(assets)
+	if !strings.HasPrefix(tag, "v") {
+		tag = "latest"
+	}
+	return "quay.io/argoproj/argoexec:" + tag
+}
+
 // CRDDir is the directory of Argo's CRDs in ARGO_ASSETS.
 func CRDDir(assets string) string { return filepath.Join(assets, "crds") }
 
@@ -199,7 +210,7 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 		"LEADER_ELECTION_IDENTITY=trainstep-e2e", "ARGO_EXECUTOR_PLUGINS=true",
 		"DEFAULT_REQUEUE_TIME=" + requeue.String(), "ARGO_AGENT_PATCH_RATE=" + requeue.String(),
 	}, filepath.Join(assets, "workflow-controller"), "--kubeconfig", opts.Kubeconfig, "--namespaced", "--namespace", Namespace,
-		"--executor-image", "quay.io/argoproj/argoexec:v3.7.3", "--loglevel", "info"); err != nil {
+		"--executor-image", executorImage(assets), "--loglevel", "info"); err != nil {
 		return nil, err
 	}
 
