@@ -115,28 +115,18 @@ func runRow(ctx context.Context, r row, cfg config, logs string) rowResult {
 	buildLog := filepath.Join(logs, r.ID()+"-build.log")
 	cached := assetsPresent(r)
 	start := time.Now()
-	if err := runLogged(ctx, buildLog, append(os.Environ(), r.BuildEnv...), r.Build...); err != nil {
+	if err := runLogged(ctx, buildLog, "", append(os.Environ(), r.BuildEnv...), r.Build...); err != nil {
 		res.Status, res.Reason = "error", fmt.Sprintf("its assets could not be built: %v: %s", err, lastLine(buildLog))
 		return res
 	}
 	res.BuildSeconds, res.BuildCached = int(time.Since(start).Seconds()), cached
 
-	testLog := filepath.Join(logs, r.ID()+"-test.json")
-	args := append([]string{"test", "-json", "-count=1", "-timeout", cfg.timeout.String()}, r.Packages...)
 	env := append(os.Environ(), r.Env+"="+r.Dir)
-	fmt.Fprintf(os.Stderr, "compat: %s: go %s with %s=%s\n", r.ID(), strings.Join(args, " "), r.Env, r.Dir)
 	start = time.Now()
-	testErr := runLogged(ctx, testLog, env, append([]string{"go"}, args...)...)
+	faces, testErr, err := runTests(ctx, r, cfg, logs, env)
 	res.TestSeconds = int(time.Since(start).Seconds())
-	f, err := os.Open(testLog)
 	if err != nil {
 		res.Status, res.Reason = "error", err.Error()
-		return res
-	}
-	defer f.Close()
-	faces, err := parseGoTest(f, modulePrefix)
-	if err != nil {
-		res.Status, res.Reason = "error", fmt.Sprintf("its suite did not run: %v (%v): %s", err, testErr, lastLine(testLog))
 		return res
 	}
 	res.Faces, res.Status = faces, "pass"
@@ -151,6 +141,37 @@ func runRow(ctx context.Context, r row, cfg config, logs string) rowResult {
 	return res
 }
 
+// runTests runs the row's packages, then each of its test-only modules, and returns their
+// faces. testErr is go test's own failure; err says the suite could not run at all.
+func runTests(ctx context.Context, r row, cfg config, logs string, env []string) (faces []faceResult, testErr, err error) {
+	type run struct{ dir, log string }
+	runs := []run{{dir: "", log: filepath.Join(logs, r.ID()+"-test.json")}}
+	for i, m := range r.Modules {
+		runs = append(runs, run{dir: m, log: filepath.Join(logs, fmt.Sprintf("%s-test-module%d.json", r.ID(), i))})
+	}
+	for _, rn := range runs {
+		pkgs := r.Packages
+		if rn.dir != "" {
+			pkgs = []string{"./..."}
+		}
+		args := append([]string{"go", "test", "-json", "-count=1", "-timeout", cfg.timeout.String()}, pkgs...)
+		fmt.Fprintf(os.Stderr, "compat: %s: %s in ./%s with %s=%s\n", r.ID(), strings.Join(args, " "), rn.dir, r.Env, r.Dir)
+		runErr := runLogged(ctx, rn.log, rn.dir, env, args...)
+		f, err := os.Open(rn.log)
+		if err != nil {
+			return nil, nil, err
+		}
+		got, err := parseGoTest(f, modulePrefix)
+		f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("its suite did not run: %w (%v): %s", err, runErr, lastLine(rn.log))
+		}
+		faces = append(faces, got...)
+		testErr = errors.Join(testErr, runErr)
+	}
+	return faces, testErr, nil
+}
+
 // assetsPresent tells whether the row's cache directory already exists, so the table can tell a
 // cold build's cost from a cache hit.
 func assetsPresent(r row) bool {
@@ -158,15 +179,15 @@ func assetsPresent(r row) bool {
 	return err == nil
 }
 
-// runLogged runs argv with its output in logFile.
-func runLogged(ctx context.Context, logFile string, env []string, argv ...string) error {
+// runLogged runs argv in dir ("" is the current directory) with its output in logFile.
+func runLogged(ctx context.Context, logFile, dir string, env []string, argv ...string) error {
 	f, err := os.Create(logFile)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env, cmd.Stdout, cmd.Stderr = env, f, f
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, f, f
 	// The whole process group ends with us (go test's test binaries, a build's compilers).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }

@@ -51,7 +51,7 @@ func writeSummary(b *strings.Builder, all []row, store map[string]rowResult) {
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range all {
 		res, ok := store[r.ID()]
-		faces := strings.Join(trimPackages(r.Packages), ", ")
+		faces := strings.Join(append(trimPackages(r.Packages), r.Modules...), ", ")
 		if !ok {
 			why := notRun
 			if r.Deferred != "" {
