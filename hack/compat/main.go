@@ -37,8 +37,9 @@ func main() {
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, config{rows: *rowsFlag, results: *results, out: *out, cache: *cache, timeout: *timeout, renderOnly: *renderOnly}); err != nil {
+	err := run(ctx, config{rows: *rowsFlag, results: *results, out: *out, cache: *cache, timeout: *timeout, renderOnly: *renderOnly})
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "compat:", err)
 		os.Exit(1)
 	}
@@ -164,7 +165,7 @@ func runTests(ctx context.Context, r row, cfg config, logs string, env []string)
 		got, err := parseGoTest(f, modulePrefix)
 		f.Close()
 		if err != nil {
-			return nil, nil, fmt.Errorf("its suite did not run: %w (%v): %s", err, runErr, lastLine(rn.log))
+			return nil, nil, fmt.Errorf("its suite did not run: %w: %s", errors.Join(err, runErr), lastLine(rn.log))
 		}
 		faces = append(faces, got...)
 		testErr = errors.Join(testErr, runErr)
@@ -219,7 +220,7 @@ func gitCommit(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading the work tree's state (git status): %w", err)
 	}
-	if len(strings.TrimSpace(string(st))) > 0 {
+	if strings.TrimSpace(string(st)) != "" {
 		commit += "-dirty"
 	}
 	return commit, nil

@@ -184,7 +184,7 @@ func writeSystem(b *strings.Builder, sys string, rows []row, store map[string]ro
 				case c.Status == "skip":
 					b.WriteString(" skipped |")
 				default:
-					failures = append(failures, fmt.Sprintf("%s, %s %s: `%s`", r.ID(), k.face, k.name, clean(c.Failure)))
+					failures = append(failures, fmt.Sprintf("%s, %s %s: %#q", r.ID(), k.face, k.name, clean(c.Failure)))
 					fmt.Fprintf(b, " ✗ [%d](#%s-failures) |", len(failures), sys)
 				}
 			}
