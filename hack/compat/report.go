@@ -29,7 +29,8 @@ by what: each row is one release, its suites run by ` + "`make test-compat`" + `
 own binaries (built from its pinned Go module, [testing.md](testing.md#the-compatibility-matrix-make-test-compat)).
 A cell is the row's last run, on the commit, date and machine the summary names. ✓: the test
 passed. ✗: it failed; the failure's first line is under the table. "not run yet": no run of that
-row has been recorded, so nothing is claimed. Bold releases are the ones ` + "`make test`" + ` runs.
+row has been recorded, so nothing is claimed. –: the case did not exist in that run (a test
+added or renamed since). Bold releases are the ones ` + "`make test`" + ` runs.
 
 `)
 	writeSummary(&b, all, store)
@@ -192,7 +193,6 @@ func writeSystem(b *strings.Builder, sys string, rows []row, store map[string]ro
 		b.WriteString("\n")
 	}
 	b.WriteString("\n</details>\n\n")
-	b.WriteString("– : the case did not exist in that run (a test added or renamed since).\n\n")
 	for _, res := range ran {
 		if res.Status == "error" {
 			failures = append(failures, fmt.Sprintf("%s, the whole row: %s", res.ID, clean(res.Reason)))
