@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -114,4 +115,17 @@ func TestRender(t *testing.T) {
 		assert.Contains(t, md, want)
 	}
 	assert.NotContains(t, md, "✓ |\n| test/e2e/argo | TestOutputs | ✗ (row) | not run yet | not run yet | ✓")
+}
+
+// A row whose assets cannot be built is an error with what the build said last, and its suite
+// does not run.
+func TestRowWhoseAssetsCannotBeBuiltSaysWhy(t *testing.T) {
+	r := row{System: "argo", Version: "v9.9.9", Env: "ARGO_ASSETS", Dir: t.TempDir(),
+		Build:    []string{"sh", "-c", "echo 'no Argo module path known for v9.9.9' >&2; exit 1"},
+		Packages: []string{"./does-not-exist"}}
+	res := runRow(t.Context(), r, config{timeout: time.Minute}, t.TempDir())
+	assert.Equal(t, "error", res.Status)
+	assert.Contains(t, res.Reason, "its assets could not be built")
+	assert.Contains(t, res.Reason, "no Argo module path known for v9.9.9")
+	assert.Empty(t, res.Faces)
 }
