@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +130,16 @@ func TestRowWhoseAssetsCannotBeBuiltSaysWhy(t *testing.T) {
 	assert.Contains(t, res.Reason, "its assets could not be built")
 	assert.Contains(t, res.Reason, "no Argo module path known for v9.9.9")
 	assert.Empty(t, res.Faces)
+}
+
+// A cache directory holding another release's binary fails the row instead of proving the
+// wrong release. The binary here is this test's own, whose main module is trainstep.
+func TestCheckReleaseRefusesAnotherReleasesBinary(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	r := row{System: "argo", Version: "v4.0.7", Dir: filepath.Dir(exe), Binary: filepath.Base(exe), Module: "github.com/argoproj/argo-workflows/v4"}
+	err = checkRelease(t.Context(), r)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not github.com/argoproj/argo-workflows/v4 v4.0.7")
+	assert.NoError(t, checkRelease(t.Context(), row{Dir: "/nowhere"}), "a row without a Binary is not checked")
 }

@@ -121,6 +121,10 @@ func runRow(ctx context.Context, r row, cfg config, logs string) rowResult {
 		return res
 	}
 	res.BuildSeconds, res.BuildCached = int(time.Since(start).Seconds()), cached
+	if err := checkRelease(ctx, r); err != nil {
+		res.Status, res.Reason = "error", err.Error()
+		return res
+	}
 
 	env := append(os.Environ(), r.Env+"="+r.Dir)
 	start = time.Now()
@@ -171,6 +175,30 @@ func runTests(ctx context.Context, r row, cfg config, logs string, env []string)
 		testErr = errors.Join(testErr, runErr)
 	}
 	return faces, testErr, nil
+}
+
+// checkRelease reads the row's binary's build info (go version -m) and fails unless its main
+// module is the row's release.
+func checkRelease(ctx context.Context, r row) error {
+	if r.Binary == "" {
+		return nil
+	}
+	bin := filepath.Join(r.Dir, r.Binary)
+	out, err := exec.CommandContext(ctx, "go", "version", "-m", bin).Output()
+	if err != nil {
+		return fmt.Errorf("reading the build info of %s (go version -m): %w", bin, err)
+	}
+	want := "v" + strings.TrimPrefix(r.Version, "v")
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && f[0] == "mod" {
+			if f[1] != r.Module || f[2] != want {
+				return fmt.Errorf("%s was built from %s %s, not %s %s: remove %s and run again", bin, f[1], f[2], r.Module, want, r.Dir)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s has no module build info: remove %s and run again", bin, r.Dir)
 }
 
 // assetsPresent tells whether the row's cache directory already exists, so the table can tell a

@@ -20,6 +20,10 @@ type row struct {
 	Build []string
 	// BuildEnv is added to the build command's environment.
 	BuildEnv []string
+	// Binary in Dir must have been built from Module at Version (its build info says so), so a
+	// cache directory holding another release's binary fails the row instead of proving the
+	// wrong release. Empty: not checked.
+	Binary, Module string
 	// Packages are the test packages run with Env=Dir, each a face of the table.
 	Packages []string
 	// Modules are test-only modules (directories with their own go.mod) whose packages run in
@@ -45,7 +49,8 @@ func matrix(cache string) []row {
 	for _, v := range []string{"v3.6.12", "v3.7.3", "v3.7.9", "v4.0.7"} {
 		dir := filepath.Join(cache, "argo", v)
 		r := row{System: "argo", Version: v, Default: v == "v3.7.3", Env: "ARGO_ASSETS", Dir: dir,
-			Build:    []string{"bash", "hack/build-argo.sh", dir, v},
+			Build:  []string{"bash", "hack/build-argo.sh", dir, v},
+			Binary: "argoexec", Module: "github.com/argoproj/argo-workflows/" + strings.SplitN(v, ".", 2)[0],
 			Packages: []string{"./test/e2e/argo", "./test/realstack/argo"}}
 		if strings.HasPrefix(v, "v4.") {
 			// The plugin is built against v3's types; this module decodes its wire against v4's.
@@ -56,13 +61,15 @@ func matrix(cache string) []row {
 	for _, v := range []string{"v0.68.0", "v1.0.0", "v1.3.0", "v1.15.0"} {
 		dir := filepath.Join(cache, "tekton", v)
 		rows = append(rows, row{System: "tekton", Version: v, Default: v == "v1.3.0", Env: "TEKTON_ASSETS", Dir: dir,
-			Build:    []string{"bash", "hack/build-tekton.sh", dir, v},
+			Build:  []string{"bash", "hack/build-tekton.sh", dir, v},
+			Binary: "tekton-controller", Module: "github.com/tektoncd/pipeline",
 			Packages: []string{"./test/e2e/tekton", "./test/e2e/tektonrbac"}})
 	}
 	for _, v := range []string{"1.33.13", "1.36.3", "1.37.2"} {
 		dir := filepath.Join(cache, "k8s", "v"+v)
 		rows = append(rows, row{System: "k8s", Version: v, Default: v == "1.36.3", Env: "KUBEBUILDER_ASSETS", Dir: dir,
-			Build:    []string{"bash", "hack/build-control-plane.sh", dir, v, "kube-controller-manager"},
+			Build:  []string{"bash", "hack/build-control-plane.sh", dir, v, "kube-controller-manager"},
+			Binary: "kube-apiserver", Module: "k8s.io/kubernetes",
 			Packages: []string{"./internal/...", "./test/integration/..."}})
 	}
 	for _, tj := range trainerJobSet {
