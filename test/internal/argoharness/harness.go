@@ -122,12 +122,23 @@ func AssetsDir() (string, error) {
 	return assets, nil
 }
 
+// Release is the Argo release under test: the name of ARGO_ASSETS's directory, which
+// hack/build-argo.sh's cache is laid out by (…/argo/v4.0.7); "" when the directory is named
+// otherwise. Tests that reproduce what an Argo client does (argo retry) follow it.
+func (h *Harness) Release() string { return release(h.Assets) }
+
+func release(assets string) string {
+	if v := filepath.Base(assets); strings.HasPrefix(v, "v") {
+		return v
+	}
+	return ""
+}
+
 // executorImage is the argoexec image the controller names in the agent pod: never pulled (the
-// harness runs ARGO_ASSETS/argoexec itself), but tagged with the release under test, which
-// hack/build-argo.sh's cache directory is named after (…/argo/v3.7.3).
+// harness runs ARGO_ASSETS/argoexec itself), but tagged with the release under test.
 func executorImage(assets string) string {
-	tag := filepath.Base(assets)
-	if !strings.HasPrefix(tag, "v") {
+	tag := release(assets)
+	if tag == "" {
 		tag = "latest"
 	}
 	return "quay.io/argoproj/argoexec:" + tag
