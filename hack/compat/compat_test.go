@@ -22,6 +22,7 @@ const jsonLines = `{"Action":"start","Package":"github.com/trainstep/trainstep/t
 {"Action":"output","Package":"github.com/trainstep/trainstep/test/e2e/argo","Test":"TestOutputs/model","Output":"        \tError Trace:\t/w/test/e2e/argo/outputs_test.go:42\n"}
 {"Action":"output","Package":"github.com/trainstep/trainstep/test/e2e/argo","Test":"TestOutputs/model","Output":"        \tError:      \tReceived unexpected error:\n"}
 {"Action":"output","Package":"github.com/trainstep/trainstep/test/e2e/argo","Test":"TestOutputs/model","Output":"        \t            \tworkflow phase Failed\n"}
+{"Action":"output","Package":"github.com/trainstep/trainstep/test/e2e/argo","Test":"TestOutputs/model","Output":"        \tMessages:   \tthe step must succeed\n"}
 {"Action":"fail","Package":"github.com/trainstep/trainstep/test/e2e/argo","Test":"TestOutputs/model"}
 {"Action":"fail","Package":"github.com/trainstep/trainstep/test/e2e/argo","Test":"TestOutputs"}
 {"Action":"run","Package":"github.com/trainstep/trainstep/test/e2e/argo","Test":"TestStop"}
@@ -30,7 +31,8 @@ const jsonLines = `{"Action":"start","Package":"github.com/trainstep/trainstep/t
 {"Action":"output","Package":"github.com/trainstep/trainstep/test/e2e/argo","Output":"FAIL\n"}
 {"Action":"fail","Package":"github.com/trainstep/trainstep/test/e2e/argo"}
 {"Action":"start","Package":"github.com/trainstep/trainstep/test/e2e/tekton"}
-{"Action":"output","Package":"github.com/trainstep/trainstep/test/e2e/tekton","Output":"starting the control plane: no kube-apiserver\n"}
+{"Action":"output","Package":"github.com/trainstep/trainstep/test/e2e/tekton","Output":"realstack: stack up in 17.2s\n"}
+{"Action":"output","Package":"github.com/trainstep/trainstep/test/e2e/tekton","Output":"starting the control plane: KUBEBUILDER_ASSETS is not set\n"}
 {"Action":"output","Package":"github.com/trainstep/trainstep/test/e2e/tekton","Output":"FAIL\tgithub.com/trainstep/trainstep/test/e2e/tekton\t0.1s\n"}
 {"Action":"fail","Package":"github.com/trainstep/trainstep/test/e2e/tekton"}
 {"Action":"start","Package":"github.com/trainstep/trainstep/internal/nothing"}
@@ -44,10 +46,10 @@ func TestParseGoTest(t *testing.T) {
 	assert.Equal(t, []faceResult{
 		{Package: "test/e2e/argo", Status: "fail", Cases: []caseResult{
 			{Name: "TestOK", Status: "pass"},
-			{Name: "TestOutputs", Status: "fail", Failure: "outputs_test.go:42: Received unexpected error: workflow phase Failed"},
+			{Name: "TestOutputs", Status: "fail", Failure: "outputs_test.go:42: Received unexpected error: workflow phase Failed: the step must succeed"},
 			{Name: "TestStop", Status: "fail", Failure: "stop_test.go:9: the TrainJob is still there after 1m0s"},
 		}},
-		{Package: "test/e2e/tekton", Status: "fail", Failure: "starting the control plane: no kube-apiserver"},
+		{Package: "test/e2e/tekton", Status: "fail", Failure: "starting the control plane: KUBEBUILDER_ASSETS is not set"},
 	}, faces)
 }
 
@@ -109,9 +111,9 @@ func TestRender(t *testing.T) {
 		"| argo | v3.7.9 | not run yet |",
 		"| trainer | v2.0.1 | not run yet: the real stack",
 		"| test/e2e/argo | TestOK | ✗ (row) | not run yet | not run yet | ✓ |",
-		"argo@v4.0.7, test/e2e/argo TestOutputs: `outputs_test.go:42: Received unexpected error: workflow phase Failed`",
+		"argo@v4.0.7, test/e2e/argo TestOutputs: `outputs_test.go:42: Received unexpected error: workflow phase Failed: the step must succeed`",
 		"| test/e2e/tekton | (the package) | not run yet | not run yet | ✗ [1](#tekton-failures) | not run yet |",
-		"1. tekton@v1.3.0, test/e2e/tekton (the package): `starting the control plane: no kube-apiserver`",
+		"1. tekton@v1.3.0, test/e2e/tekton (the package): `starting the control plane: KUBEBUILDER_ASSETS is not set`",
 		"No release of this system has been run yet.",
 	} {
 		assert.Contains(t, md, want)

@@ -136,6 +136,8 @@ var (
 	testifyError = regexp.MustCompile(`^\s*Error:\s*(.*\S)`)
 	// t.Error/t.Fatal output: "    file_test.go:12: message" (testify's header has no message).
 	fileLine = regexp.MustCompile(`^\s*([\w.-]+\.go:\d+):(.*)$`)
+	// testify's "Messages:" line, the message the test gave the assertion.
+	testifyMessages = regexp.MustCompile(`^\s*Messages:\s*(.*\S)`)
 	// a panic
 	panicLine = regexp.MustCompile(`^panic: .*`)
 )
@@ -179,14 +181,28 @@ func testifyMessage(lines []string) string {
 		if strings.HasSuffix(msg, ":") && i+1 < len(lines) {
 			msg += " " + strings.TrimSpace(lines[i+1])
 		}
+		// The assertion's own message says what was awaited ("Condition never satisfied").
+		for _, next := range lines[i+1:] {
+			if m := testifyMessages.FindStringSubmatch(next); m != nil {
+				return msg + ": " + m[1]
+			}
+			if testifyError.MatchString(next) {
+				break
+			}
+		}
 		return msg
 	}
 	return ""
 }
 
-// firstPackageFailure is what a package that failed outside any test printed first: TestMain's
-// error, a build error, a timeout.
+// failureWords mark the line of a package's own output that says what went wrong, among the
+// progress lines a TestMain prints ("stack up in 17.2s").
+var failureWords = regexp.MustCompile(`(?i)error|fail|panic|deadline|cannot|can't|no such|refused|missing|timed out|not set|invalid`)
+
+// firstPackageFailure is what a package that failed outside any test printed first that reads
+// as a failure: TestMain's error, a build error, a timeout; else its first line.
 func firstPackageFailure(lines []string) string {
+	var first string
 	for _, l := range lines {
 		t := strings.TrimSpace(l)
 		switch {
@@ -194,7 +210,15 @@ func firstPackageFailure(lines []string) string {
 			strings.HasPrefix(t, "exit status"), strings.HasPrefix(t, "=== "), strings.HasPrefix(t, "--- "):
 			continue
 		}
-		return t
+		if failureWords.MatchString(t) {
+			return t
+		}
+		if first == "" {
+			first = t
+		}
+	}
+	if first != "" {
+		return first
 	}
 	return "the package failed outside any test (no output)"
 }

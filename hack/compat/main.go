@@ -159,7 +159,11 @@ func runTests(ctx context.Context, r row, cfg config, logs string, env []string)
 		if rn.dir != "" {
 			pkgs = []string{"./..."}
 		}
-		args := append([]string{"go", "test", "-json", "-count=1", "-timeout", cfg.timeout.String()}, pkgs...)
+		args := []string{"go", "test", "-json", "-count=1", "-timeout", cfg.timeout.String()}
+		if r.Serial {
+			args = append(args, "-p", "1")
+		}
+		args = append(args, pkgs...)
 		fmt.Fprintf(os.Stderr, "compat: %s: %s in ./%s with %s=%s\n", r.ID(), strings.Join(args, " "), rn.dir, r.Env, r.Dir)
 		runErr := runLogged(ctx, rn.log, rn.dir, env, args...)
 		f, err := os.Open(rn.log)

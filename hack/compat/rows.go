@@ -26,6 +26,9 @@ type row struct {
 	Binary, Module string
 	// Packages are the test packages run with Env=Dir, each a face of the table.
 	Packages []string
+	// Serial runs the packages one at a time (go test -p 1): the Argo suites share a machine-wide
+	// lock, and one waiting out another's long run would fail on its own deadline.
+	Serial bool
 	// Modules are test-only modules (directories with their own go.mod) whose packages run in
 	// the row too: a proof against the release's own Go types, which the main go.mod lacks.
 	Modules []string
@@ -48,7 +51,7 @@ func matrix(cache string) []row {
 	var rows []row
 	for _, v := range []string{"v3.6.12", "v3.7.3", "v3.7.9", "v4.0.7"} {
 		dir := filepath.Join(cache, "argo", v)
-		r := row{System: "argo", Version: v, Default: v == "v3.7.3", Env: "ARGO_ASSETS", Dir: dir,
+		r := row{System: "argo", Version: v, Default: v == "v3.7.3", Env: "ARGO_ASSETS", Dir: dir, Serial: true,
 			Build:  []string{"bash", "hack/build-argo.sh", dir, v},
 			Binary: "argoexec", Module: "github.com/argoproj/argo-workflows/" + strings.SplitN(v, ".", 2)[0],
 			Packages: []string{"./test/e2e/argo", "./test/realstack/argo"}}
