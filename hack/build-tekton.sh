@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Builds Tekton's pipelines controller (cmd/controller) from the pinned Go module into a cache
-# directory outside the repo, for the end-to-end tests of the Tekton face (test/e2e/tekton).
+# directory outside the repo, for the end-to-end tests of the Tekton face (test/e2e/tekton), and
+# copies that release's CRDs, namespace and config-*.yaml ConfigMaps (feature flags among them)
+# beside it, so the harness runs the controller with its own release's config
+# (test/internal/tektonharness).
 # Usage: hack/build-tekton.sh DIR VERSION
-# Returns at once when DIR/tekton-controller exists. Tekton source is never copied into the repo:
-# the build runs in a throwaway module in a temporary directory (docs/testing.md, "Where everything
-# comes from").
+# Returns at once when DIR/tekton-controller and DIR/config exist; when only the config is
+# missing (a cache from before it was copied), it copies the config and builds nothing. Tekton
+# source is never copied into the repo: the build runs in a throwaway module in a temporary
+# directory (docs/testing.md, "Where everything comes from").
 set -euo pipefail
 
 dir=${1:?usage: build-tekton.sh DIR VERSION}
 version=${2:?usage: build-tekton.sh DIR VERSION}
 bin="$dir/tekton-controller"
 
-if [[ -x "$bin" ]]; then
+if [[ -x "$bin" && -d "$dir/config" ]]; then
 	exit 0
 fi
 
@@ -19,14 +23,26 @@ export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-echo "building Tekton pipelines controller $version into $dir (about 4 minutes on 2 cores)" >&2
 cd "$tmp"
 go mod init local/tekton 2>/dev/null
-gomod=$(go mod download -json "github.com/tektoncd/pipeline@$version" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
-# Tekton pins two AWS SDK modules with a replace block; keep the pins.
+info=$(go mod download -json "github.com/tektoncd/pipeline@$version")
+gomod=$(sed -n 's/.*"GoMod": "\(.*\)",/\1/p' <<<"$info")
+src=$(sed -n 's/.*"Dir": "\(.*\)",/\1/p' <<<"$info")
+
+mkdir -p "$dir/config.tmp"
+cp -r "$src/config/100-namespace" "$src/config/300-crds" "$dir/config.tmp/"
+cp "$src"/config/config-*.yaml "$dir/config.tmp/"
+chmod -R u+w "$dir/config.tmp"
+rm -rf "$dir/config"
+mv "$dir/config.tmp" "$dir/config"
+if [[ -x "$bin" ]]; then
+	exit 0
+fi
+
+echo "building Tekton pipelines controller $version into $dir (about 4 minutes on 2 cores)" >&2
+# Tekton pins two AWS SDK modules with a replace block (up to v1.x); keep the pins.
 awk '/^replace \(/{p=1} p{print} p&&/^\)/{p=0}' "$gomod" >>go.mod
 go get "github.com/tektoncd/pipeline/cmd/controller@$version" >/dev/null
-mkdir -p "$dir"
 go build -trimpath -ldflags "-s -w" -o "$tmp/tekton-controller" github.com/tektoncd/pipeline/cmd/controller
 mv "$tmp/tekton-controller" "$bin"
 echo "built $bin" >&2

@@ -102,7 +102,7 @@ func TestArgoRetryOfAContainerStepTrainsAgain(t *testing.T) {
 	// The step is fixed (its jobs now succeed) and the workflow retried.
 	writeMode("succeed")
 	deletePodsOf(t, wf.Name) // first, as Argo's server does: a pod left behind would be re-adopted by the node
-	require.NoError(t, c.Update(t.Context(), retryWorkflow(got)))
+	require.NoError(t, c.Update(t.Context(), retryWorkflow(got, harness.Release())))
 	got = harness.WaitPhase(t, wf.Name, e2eTimeout)
 	require.Equal(t, wfv1.WorkflowSucceeded, got.Status.Phase, "the retried node trains again: %s", argoharness.Nodes(got))
 	jobs := trainJobsOf(t, wf)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -214,7 +215,7 @@ spec:
 	first := trainJobsOf(t, wf)
 	require.Len(t, first, 1, argoharness.Nodes(got))
 
-	require.NoError(t, c.Update(t.Context(), retryWorkflow(got)))
+	require.NoError(t, c.Update(t.Context(), retryWorkflow(got, harness.Release())))
 	harness.RunAgent(t, wf.Name, e2eTimeout)
 	got = harness.WaitPhase(t, wf.Name, e2eTimeout)
 	require.Equal(t, wfv1.WorkflowFailed, got.Status.Phase, "the retried step fails again (sim-mode fail): %s", argoharness.Nodes(got))
@@ -243,18 +244,24 @@ func trainJobsOf(t *testing.T, wf *wfv1.Workflow) []string {
 	return names
 }
 
-// retryWorkflow is what `argo retry` (util.FormulateRetryWorkflow and createNewRetryWorkflow in
-// Argo v3.7.3) does to a failed workflow whose failed nodes are plugin steps: the completed labels
-// go, the phase is Running, status.startedAt is now, the Completed condition is false, and the
-// failed execution nodes and the steps/retry nodes above them are removed. Calling Argo's function
+// retryWorkflow is what `argo retry` (util.FormulateRetryWorkflow and createNewRetryWorkflow)
+// does, in the Argo release under test, to a failed workflow whose failed nodes are plugin steps:
+// the completed labels go, status.startedAt is now, the Completed condition is false, and the
+// failed execution nodes and the steps/retry nodes above them are removed. Up to v3.7 the phase
+// (and its label) becomes Running; from v4.0 the phase becomes Unknown ("") and the label is left,
+// and a v4 controller starts nothing for a workflow retried the v3 way. Calling Argo's function
 // itself would link its API server (argo-events, SQL drivers with cgo) into this suite.
-func retryWorkflow(wf *wfv1.Workflow) *wfv1.Workflow {
+func retryWorkflow(wf *wfv1.Workflow, release string) *wfv1.Workflow {
 	n := wf.DeepCopy()
 	delete(n.Labels, "workflows.argoproj.io/completed")
 	delete(n.Labels, "workflows.argoproj.io/workflow-archiving-status")
-	n.Labels["workflows.argoproj.io/phase"] = string(wfv1.NodeRunning)
 	n.Status.Conditions.UpsertCondition(wfv1.Condition{Status: metav1.ConditionFalse, Type: wfv1.ConditionTypeCompleted})
-	n.Status.Phase = wfv1.WorkflowRunning
+	if strings.HasPrefix(release, "v3.") || release == "" {
+		n.Labels["workflows.argoproj.io/phase"] = string(wfv1.NodeRunning)
+		n.Status.Phase = wfv1.WorkflowRunning
+	} else {
+		n.Status.Phase = wfv1.WorkflowUnknown
+	}
 	n.Status.Message = ""
 	n.Status.StartedAt = metav1.Time{Time: time.Now().UTC()}
 	n.Status.FinishedAt = metav1.Time{}

@@ -17,6 +17,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/internal/cli"
@@ -93,10 +94,16 @@ func TestRunStepHoldsAtMostTwoConnections(t *testing.T) {
 	}, testenv.Timeout, testenv.Interval, "three watches and the log stream")
 	tjs := testenv.TrainJobs(t.Context(), t, env.Client, ns)
 	require.Len(t, tjs, 1)
-	tj := &trainer.TrainJob{}
-	require.NoError(t, env.Client.Get(t.Context(), client.ObjectKeyFromObject(&tjs[0]), tj))
-	apimeta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "done"})
-	require.NoError(t, env.Client.Status().Update(t.Context(), tj))
+	// The simulator and the step's started-at patch write the TrainJob too: read it again on a
+	// conflict, as any controller would.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tj := &trainer.TrainJob{}
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(&tjs[0]), tj); err != nil {
+			return err
+		}
+		apimeta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "done"})
+		return env.Client.Status().Update(t.Context(), tj)
+	}))
 	require.Equal(t, cli.ExitSucceeded, <-done, "stderr: %s", stderr.String())
 
 	dialed, requests := w.count("")

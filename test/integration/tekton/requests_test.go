@@ -84,6 +84,20 @@ func (l *requestLog) lists(resource string) []string {
 	return out
 }
 
+// listsBeyondTheFirstFill are the LISTs of a resource other than its informer's first fill: an
+// apiserver that serves watch-list (1.36 here) gets none, one that does not (1.33 here) gets the
+// informer's one LIST at resourceVersion=0. Any other LIST is a read the cache should have
+// answered, which these tests refuse.
+func (l *requestLog) listsBeyondTheFirstFill(resource string) []string {
+	lists := l.lists(resource)
+	for i, r := range lists {
+		if strings.Contains(r, "resourceVersion=0") {
+			return append(lists[:i:i], lists[i+1:]...)
+		}
+	}
+	return lists
+}
+
 // TestPlansReadRuntimesFromTheCache: however many CustomRuns are planned, the controller makes no
 // LIST of runtimes: its informers fill the cache with a watch (client-go's watch-list streams the
 // initial state; on an apiserver without it, the informer's one first LIST).
@@ -102,7 +116,7 @@ func TestPlansReadRuntimesFromTheCache(t *testing.T) {
 		waitRun(t, ns, fmt.Sprintf("run-%d", i), succeeded(corev1.ConditionTrue, tekton.ReasonSucceeded))
 	}
 	for _, resource := range []string{"clustertrainingruntimes", "trainingruntimes"} {
-		assert.Empty(t, log.lists(resource), "%d plans, and %s never listed outside the informer", runs, resource)
+		assert.Empty(t, log.listsBeyondTheFirstFill(resource), "%d plans, and %s never listed outside the informer", runs, resource)
 		assert.NotEmpty(t, log.watches(resource), "the %s informer watches", resource)
 	}
 }
@@ -147,9 +161,6 @@ func TestRequestsPerStep(t *testing.T) {
 	t.Logf("%d steps: %d creates, %d started-at patches, %d status writes, %d Events", runs, len(creates), len(patches), len(writes), len(evs))
 	assert.LessOrEqual(t, all, 6*runs, "requests per step: %d creates, %d patches, %d status writes, %d Events", len(creates), len(patches), len(writes), len(evs))
 	for _, resource := range []string{"customruns", "trainjobs", "pods", "events"} {
-		lists, _ := log.matching("GET", regexp.MustCompile(`/`+resource+`$`))
-		for _, l := range lists {
-			assert.Contains(t, l, "watch=true", "%s only watched, never listed per step", resource)
-		}
+		assert.Empty(t, log.listsBeyondTheFirstFill(resource), "%s only watched, never listed per step", resource)
 	}
 }

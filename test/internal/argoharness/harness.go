@@ -122,6 +122,28 @@ func AssetsDir() (string, error) {
 	return assets, nil
 }
 
+// Release is the Argo release under test: the name of ARGO_ASSETS's directory, which
+// hack/build-argo.sh's cache is laid out by (…/argo/v4.0.7); "" when the directory is named
+// otherwise. Tests that reproduce what an Argo client does (argo retry) follow it.
+func (h *Harness) Release() string { return release(h.Assets) }
+
+func release(assets string) string {
+	if v := filepath.Base(assets); strings.HasPrefix(v, "v") {
+		return v
+	}
+	return ""
+}
+
+// executorImage is the argoexec image the controller names in the agent pod: never pulled (the
+// harness runs ARGO_ASSETS/argoexec itself), but tagged with the release under test.
+func executorImage(assets string) string {
+	tag := release(assets)
+	if tag == "" {
+		tag = "latest"
+	}
+	return "quay.io/argoproj/argoexec:" + tag
+}
+
 // CRDDir is the directory of Argo's CRDs in ARGO_ASSETS.
 func CRDDir(assets string) string { return filepath.Join(assets, "crds") }
 
@@ -199,7 +221,7 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 		"LEADER_ELECTION_IDENTITY=trainstep-e2e", "ARGO_EXECUTOR_PLUGINS=true",
 		"DEFAULT_REQUEUE_TIME=" + requeue.String(), "ARGO_AGENT_PATCH_RATE=" + requeue.String(),
 	}, filepath.Join(assets, "workflow-controller"), "--kubeconfig", opts.Kubeconfig, "--namespaced", "--namespace", Namespace,
-		"--executor-image", "quay.io/argoproj/argoexec:v3.7.3", "--loglevel", "info"); err != nil {
+		"--executor-image", executorImage(assets), "--loglevel", "info"); err != nil {
 		return nil, err
 	}
 

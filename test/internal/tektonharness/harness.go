@@ -44,8 +44,16 @@ func ControllerBinary() (string, error) {
 	return bin, nil
 }
 
-// ModuleDir is the github.com/tektoncd/pipeline module's directory: its CRDs and config.
+// ModuleDir is the directory whose config/ holds the CRDs and config-*.yaml (feature flags among
+// them) of the Tekton release under test: TEKTON_ASSETS when hack/build-tekton.sh copied that
+// release's config beside its controller, so `make test-compat` runs each release with its own
+// CRDs and defaults; otherwise the github.com/tektoncd/pipeline module of go.mod.
 func ModuleDir(ctx context.Context) (string, error) {
+	if dir := os.Getenv("TEKTON_ASSETS"); dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "config", "300-crds")); err == nil {
+			return dir, nil
+		}
+	}
 	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/tektoncd/pipeline").Output()
 	if err != nil {
 		return "", fmt.Errorf("locating the github.com/tektoncd/pipeline module (run `go mod download`): %w", err)
