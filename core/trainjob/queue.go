@@ -1,6 +1,7 @@
 package trainjob
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Kueue queues a TrainJob labelled LabelKueueQueue: its mutating webhook creates it suspended
@@ -210,4 +212,19 @@ func (w *Workload) describe(tj *trainer.TrainJob) string {
 		fmt.Fprintf(&b, "; waiting: %s", w.Waiting)
 	}
 	return b.String()
+}
+
+// FindWorkload reads the Workload of a queued TrainJob from r (one LIST by Kueue's job-uid
+// label), for a face that reads per look rather than by a watch. Nil, nil when the TrainJob is
+// not queued or Kueue has not made one yet. An error (no Kueue CRDs, no right to read Workloads)
+// is for the face to log: the step then follows the TrainJob alone.
+func FindWorkload(ctx context.Context, r client.Reader, tj *trainer.TrainJob) (*Workload, error) {
+	if !Queued(tj) || tj.UID == "" {
+		return nil, nil
+	}
+	l := NewWorkloadList()
+	if err := r.List(ctx, l, client.InNamespace(tj.Namespace), client.MatchingLabels{LabelKueueJobUID: string(tj.UID)}); err != nil {
+		return nil, fmt.Errorf("reading Kueue's Workload of TrainJob %s/%s (needs get and list on workloads.kueue.x-k8s.io): %w", tj.Namespace, tj.Name, err)
+	}
+	return WorkloadOf(tj, l.Items), nil
 }

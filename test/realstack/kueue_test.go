@@ -37,7 +37,7 @@ func workloads(t *testing.T, ns string) []unstructured.Unstructured {
 }
 
 // queuedStep is a one-node step in the test's LocalQueue asking for every GPU of its queue.
-func queuedStep(runSeconds int, extra string) string {
+func queuedStep(queue string, runSeconds int, extra string) string {
 	return fmt.Sprintf(`
 framework: torch
 queueName: %s
@@ -49,16 +49,16 @@ trainer:
     def train():
         pass
 timeout: 3m
-%s`, realstack.KueueLocalQueue, realstack.NodeGPUs, runSeconds, extra)
+%s`, queue, realstack.NodeGPUs, runSeconds, extra)
 }
 
 // Kueue's webhook is called: a TrainJob created with a queue label and no spec.suspend comes back
 // suspended, and Kueue's controller makes a Workload owned by it and admits it (the queue is free).
 func TestKueueSuspendsAQueuedTrainJobAtCreation(t *testing.T) {
 	ns := stack.Namespace(t)
-	stack.KueueQueue(t, ns, realstack.NodeGPUs)
+	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
 	tj := &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "queued", Labels: map[string]string{trainjob.LabelKueueQueue: realstack.KueueLocalQueue}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "queued", Labels: map[string]string{trainjob.LabelKueueQueue: q}},
 		Spec: trainer.TrainJobSpec{
 			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed", Kind: ptr.To(trainer.ClusterTrainingRuntimeKind), APIGroup: ptr.To(trainer.GroupVersion.Group)},
 			Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](1), ResourcesPerNode: &corev1.ResourceRequirements{
@@ -70,7 +70,7 @@ func TestKueueSuspendsAQueuedTrainJobAtCreation(t *testing.T) {
 	assert.Equal(t, ptr.To(true), tj.Spec.Suspend, "Kueue's mutating webhook suspends a queued TrainJob at creation")
 	require.Eventually(t, func() bool {
 		w := trainjob.WorkloadOf(tj, workloads(t, ns))
-		return w != nil && w.Admitted && w.ClusterQueue == ns
+		return w != nil && w.Admitted && w.ClusterQueue == q
 	}, timeout, interval, "Kueue makes a Workload owned by the TrainJob and admits it")
 	require.Eventually(t, func() bool {
 		got := &trainer.TrainJob{}
@@ -84,27 +84,21 @@ func TestKueueSuspendsAQueuedTrainJobAtCreation(t *testing.T) {
 // not from the TrainJob's creation. The queue wait is an output.
 func TestKueueQueuedStepIsNotFailedByStartTimeoutAndCompletes(t *testing.T) {
 	ns := stack.Namespace(t)
-	stack.KueueQueue(t, ns, realstack.NodeGPUs)
+	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
 	const startTimeout = 10 * time.Second
-	blocker := startExecutor(t, ns, queuedStep(30, ""))
-	require.Eventually(t, func() bool {
-		return blocker.exited() || strings.Contains(blocker.stderr.String(), "is running: 1/1 nodes")
-	},
-		timeout, interval, "the first step must run, holding the queue's GPUs")
-	require.False(t, blocker.exited(), "stderr:\n%s", blocker.stderr.String())
+	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 30)
 
-	r := executor(t, ns, queuedStep(1, "startTimeout: 10s\n"))
+	r := executor(t, ns, queuedStep(q, 1, "startTimeout: 10s\n"))
 	t.Logf("stderr:\n%s", r.stderr)
 	require.Equal(t, cli.ExitSucceeded, r.code)
 	assert.Equal(t, "Succeeded", r.outputs["phase"])
-	assert.Contains(t, r.stderr, "Suspended: TrainJob "+r.outputs["trainjob-name"]+" is queued in LocalQueue "+realstack.KueueLocalQueue+" (Workload ")
+	assert.Contains(t, r.stderr, "Suspended: TrainJob "+r.outputs["trainjob-name"]+" is queued in LocalQueue "+q+" (Workload ")
 	assert.Contains(t, r.stderr, "waiting: couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor "+realstack.KueueFlavor+", 8 more needed")
 	wait, err := strconv.Atoi(r.outputs["queue-wait-seconds"])
 	require.NoError(t, err, "queue-wait-seconds: %q", r.outputs["queue-wait-seconds"])
 	// The premise: it waited in the queue for longer than its startTimeout.
 	assert.Greater(t, wait, int(startTimeout.Seconds()))
 	assert.Equal(t, "0", r.outputs["preemptions"])
-	assert.Equal(t, cli.ExitSucceeded, blocker.result(t).code)
 }
 
 // A running low-priority step is preempted by a high-priority TrainJob in its ClusterQueue: its
@@ -113,13 +107,13 @@ func TestKueueQueuedStepIsNotFailedByStartTimeoutAndCompletes(t *testing.T) {
 // preemption is counted in the outputs.
 func TestKueuePreemptedStepIsRequeuedAndCompletes(t *testing.T) {
 	ns := stack.Namespace(t)
-	stack.KueueQueue(t, ns, realstack.NodeGPUs)
-	low := startExecutor(t, ns, queuedStep(20, fmt.Sprintf("startTimeout: 10s\nlabels: {kueue.x-k8s.io/priority-class: %s}\n", realstack.KueueLowPriority)))
+	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
+	low := startExecutor(t, ns, queuedStep(q, 20, fmt.Sprintf("startTimeout: 10s\nlabels: {kueue.x-k8s.io/priority-class: %s}\n", realstack.KueueLowPriority)))
 	require.Eventually(t, func() bool { return low.exited() || strings.Contains(low.stderr.String(), "is running: 1/1 nodes") },
 		timeout, interval, "the low-priority step must run")
 	require.False(t, low.exited(), "stderr:\n%s", low.stderr.String())
 
-	high := executor(t, ns, queuedStep(1, fmt.Sprintf("labels: {kueue.x-k8s.io/priority-class: %s}\n", realstack.KueueHighPriority)))
+	high := executor(t, ns, queuedStep(q, 1, fmt.Sprintf("labels: {kueue.x-k8s.io/priority-class: %s}\n", realstack.KueueHighPriority)))
 	require.Equal(t, cli.ExitSucceeded, high.code, "stderr:\n%s", high.stderr)
 
 	r := low.result(t)
@@ -127,7 +121,7 @@ func TestKueuePreemptedStepIsRequeuedAndCompletes(t *testing.T) {
 	require.Equal(t, cli.ExitSucceeded, r.code)
 	assert.Equal(t, "Succeeded", r.outputs["phase"])
 	assert.Contains(t, r.stderr, "Suspended: TrainJob "+r.outputs["trainjob-name"]+" was preempted by Kueue (InClusterQueue): ")
-	assert.Contains(t, r.stderr, "; requeued in LocalQueue "+realstack.KueueLocalQueue)
+	assert.Contains(t, r.stderr, "; requeued in LocalQueue "+q)
 	assert.Equal(t, "1", r.outputs["preemptions"])
 	assert.Equal(t, "1", r.outputs["evictions"])
 }
@@ -138,7 +132,7 @@ func TestKueuePreemptedStepIsRequeuedAndCompletes(t *testing.T) {
 // KWOK_HOLD_READY) until the test releases them: those of the second admission.
 func TestKueueEvictedByWaitForPodsReadyIsRequeuedAndCompletes(t *testing.T) {
 	ns := stack.Namespace(t)
-	stack.KueueQueue(t, ns, realstack.NodeGPUs)
+	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
 	run := startExecutor(t, ns, fmt.Sprintf(`
 framework: torch
 queueName: %s
@@ -151,7 +145,7 @@ trainer:
         pass
 timeout: 3m
 startTimeout: 1m
-`, realstack.KueueLocalQueue, realstack.HoldReadyEnv))
+`, q, realstack.HoldReadyEnv))
 	require.Eventually(t, func() bool {
 		return run.exited() || strings.Contains(run.stderr.String(), "(PodsReadyTimeout)")
 	}, timeout, interval, "Kueue must evict the step whose pods are not Ready")
@@ -169,7 +163,7 @@ startTimeout: 1m
 	require.Equal(t, cli.ExitSucceeded, r.code)
 	assert.Equal(t, "Succeeded", r.outputs["phase"])
 	assert.Contains(t, r.stderr, "Suspended: TrainJob "+r.outputs["trainjob-name"]+" was evicted by Kueue (PodsReadyTimeout): ")
-	assert.Contains(t, r.stderr, "; requeued in LocalQueue "+realstack.KueueLocalQueue)
+	assert.Contains(t, r.stderr, "; requeued in LocalQueue "+q)
 	assert.Equal(t, "0", r.outputs["preemptions"])
 	assert.Equal(t, "1", r.outputs["evictions"])
 }
@@ -178,8 +172,8 @@ startTimeout: 1m
 // pod) deletes its TrainJob, and with it Kueue's Workload: nothing is admitted later.
 func TestKueueStepCancelledWhileQueuedLeavesNothing(t *testing.T) {
 	ns := stack.Namespace(t)
-	stack.KueueQueue(t, ns, 0) // never admits a GPU job
-	run := startExecutor(t, ns, queuedStep(1, ""))
+	q := stack.KueueQueue(t, ns, 0) // never admits a GPU job
+	run := startExecutor(t, ns, queuedStep(q, 1, ""))
 	require.Eventually(t, func() bool {
 		return run.exited() || strings.Contains(run.stderr.String(), "insufficient quota for nvidia.com/gpu")
 	}, timeout, interval, "the step must say it is queued")

@@ -10,13 +10,17 @@ import (
 	"testing"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/harnessutil"
 )
 
@@ -39,8 +43,6 @@ const (
 	// its ClusterQueue.
 	KueueLowPriority  = "realstack-low"
 	KueueHighPriority = "realstack-high"
-	// KueueLocalQueue is the name of the LocalQueue KueueQueue makes in a test's namespace.
-	KueueLocalQueue = "training"
 	// KueuePodsReadyTimeout is Kueue's waitForPodsReady timeout: an admitted workload whose pods
 	// are not all Ready by then is evicted (reason PodsReadyTimeout) and requeued at once.
 	KueuePodsReadyTimeout = 20 * time.Second
@@ -247,14 +249,14 @@ func kueueObject(kind, namespace, name string, fields map[string]any) *unstructu
 	return u
 }
 
-// KueueQueue makes, for one test, a ClusterQueue (named after the namespace) whose only quota
-// that binds is gpus of GPUResource (cpu and memory are ample), preempting lower priorities
-// within itself, and a LocalQueue KueueLocalQueue in namespace pointing at it; both are deleted
-// when the test ends. It returns once the ClusterQueue is Active.
-func (s *Stack) KueueQueue(t testing.TB, namespace string, gpus int) {
+// KueueQueue makes, for one test, a ClusterQueue whose only quota that binds is gpus of
+// GPUResource (cpu and memory are ample), preempting lower priorities within itself, and a
+// LocalQueue of the same name in namespace pointing at it, deleted when the test ends. It returns
+// the queue's name (unique: tests sharing a namespace get one each) once both are Active.
+func (s *Stack) KueueQueue(t testing.TB, namespace string, gpus int) string {
 	t.Helper()
 	ctx := t.Context()
-	cq := kueueObject("ClusterQueue", "", namespace, map[string]any{"spec": map[string]any{
+	cq := kueueObject("ClusterQueue", "", "", map[string]any{"spec": map[string]any{
 		"namespaceSelector": map[string]any{},
 		"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
 		"resourceGroups": []any{map[string]any{
@@ -269,12 +271,11 @@ func (s *Stack) KueueQueue(t testing.TB, namespace string, gpus int) {
 			}},
 		}},
 	}})
-	lq := kueueObject("LocalQueue", namespace, KueueLocalQueue, map[string]any{"spec": map[string]any{"clusterQueue": namespace}})
-	for _, o := range []*unstructured.Unstructured{cq, lq} {
-		if err := s.Client.Create(ctx, o); err != nil {
-			t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
-		}
+	cq.SetGenerateName("realstack-")
+	if err := s.Client.Create(ctx, cq); err != nil {
+		t.Fatalf("creating a ClusterQueue: %v", err)
 	}
+	lq := kueueObject("LocalQueue", namespace, cq.GetName(), map[string]any{"spec": map[string]any{"clusterQueue": cq.GetName()}})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -284,7 +285,10 @@ func (s *Stack) KueueQueue(t testing.TB, namespace string, gpus int) {
 			}
 		}
 	})
-	if err := waitFor(ctx, nil, "ClusterQueue "+cq.GetName()+" to be Active", func(ctx context.Context) (bool, error) {
+	if err := s.Client.Create(ctx, lq); err != nil {
+		t.Fatalf("creating LocalQueue %s/%s: %v", namespace, lq.GetName(), err)
+	}
+	if err := waitFor(ctx, nil, "queue "+cq.GetName()+" to be Active", func(ctx context.Context) (bool, error) {
 		for _, o := range []*unstructured.Unstructured{cq, lq} {
 			got := o.DeepCopy()
 			if err := s.Client.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil {
@@ -298,6 +302,35 @@ func (s *Stack) KueueQueue(t testing.TB, namespace string, gpus int) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return cq.GetName()
+}
+
+// KueueBlocker creates a one-node TrainJob in queue that holds gpus GPUs for seconds once
+// running, and returns once Kueue has admitted it: the next job of the queue waits for quota.
+func (s *Stack) KueueBlocker(t testing.TB, namespace, queue string, gpus, seconds int) *trainer.TrainJob {
+	t.Helper()
+	tj := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "blocker-", Labels: map[string]string{trainjob.LabelKueueQueue: queue}},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed", Kind: ptr.To(trainer.ClusterTrainingRuntimeKind), APIGroup: ptr.To(trainer.GroupVersion.Group)},
+			Trainer: &trainer.Trainer{
+				NumNodes: ptr.To[int32](1),
+				Env:      []corev1.EnvVar{{Name: "KWOK_RUN_SECONDS", Value: fmt.Sprint(seconds)}},
+				ResourcesPerNode: &corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{GPUResource: resource.MustParse(fmt.Sprint(gpus))}},
+			},
+		},
+	}
+	if err := s.Client.Create(t.Context(), tj); err != nil {
+		t.Fatalf("creating a blocking TrainJob: %v", err)
+	}
+	if err := waitFor(t.Context(), nil, "Kueue to admit TrainJob "+tj.Name, func(ctx context.Context) (bool, error) {
+		w, err := trainjob.FindWorkload(ctx, s.Client, tj)
+		return w != nil && w.Admitted, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return tj
 }
 
 func conditionTrue(u *unstructured.Unstructured, typ string) bool {

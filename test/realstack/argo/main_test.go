@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 }
 
 func setUp(ctx context.Context, s *realstack.Stack) (func(), error) {
+	// Kueue manages only TrainJobs with a queue label: the other tests do not meet it.
+	if _, err := realstack.StartKueue(ctx, s); err != nil {
+		return nil, err
+	}
 	assets, err := argoharness.AssetsDir()
 	if err != nil {
 		return nil, err

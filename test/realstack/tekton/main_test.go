@@ -46,6 +46,10 @@ func TestMain(m *testing.M) {
 }
 
 func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
+	// Kueue manages only TrainJobs with a queue label: the other tests do not meet it.
+	if _, err := realstack.StartKueue(ctx, s); err != nil {
+		return nil, err
+	}
 	moduleDir, err := tektonharness.ModuleDir(ctx)
 	if err != nil {
 		return nil, err
