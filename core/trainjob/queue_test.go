@@ -30,7 +30,7 @@ func queuedJob(resumed time.Time) *trainer.TrainJob {
 	return j
 }
 
-func workloadObject(owner types.UID, conds []any, evictions []any) unstructured.Unstructured {
+func workloadObject(owner types.UID, conds, evictions []any) unstructured.Unstructured {
 	u := unstructured.Unstructured{Object: map[string]any{"status": map[string]any{
 		"conditions":      conds,
 		"admission":       map[string]any{"clusterQueue": "gpu-cq"},
@@ -135,4 +135,17 @@ func TestDecideQueued(t *testing.T) {
 			assert.Equal(t, tc.evictions, v.Evictions)
 		})
 	}
+}
+
+// A preempted job's pods are deleted while its replacement's start: the ones going away are not
+// running nodes (the step said "2/1 nodes" before).
+func TestObserveDoesNotCountPodsGoingAway(t *testing.T) {
+	old := runningNode(0, t0)
+	old.Name = "job-node-0-0-old"
+	old.DeletionTimestamp = ptr.To(metav1.NewTime(t0.Add(time.Minute)))
+	j := startedJob(t0)
+	j.Spec.Trainer.NumNodes = ptr.To[int32](1)
+	o := Observe(j, []corev1.Pod{old, runningNode(0, t0.Add(time.Minute))})
+	assert.Equal(t, int32(1), o.RunningNodes)
+	assert.Equal(t, "TrainJob job is running: 1/1 nodes", o.Message)
 }
