@@ -227,6 +227,10 @@ func (t Tailer) WithTail(ctx context.Context, v Verdict) Observation {
 	if t.Logs == nil || (pod == "" && obs.Phase != PhaseFailed) {
 		return obs
 	}
+	if obs.Remote {
+		obs.Message += "\n(no log tail: the pods ran on the worker cluster; MultiKueue mirrors only the TrainJob's status)"
+		return obs
+	}
 	if pod == "" && t.Pods != nil {
 		pods := &corev1.PodList{}
 		if err := t.Pods.List(ctx, pods, client.InNamespace(obs.Namespace), client.MatchingLabels{LabelJobSetName: obs.Name}); err == nil {

@@ -74,6 +74,11 @@ type Observation struct {
 	QueueWait              *time.Duration
 	Preemptions, Evictions int
 	ClusterQueue           string
+	// Remote says a worker cluster runs the job (MultiKueue, multikueue.go): Cluster names it
+	// (when known) and Undelivered what stays on its pods.
+	Remote      bool
+	Cluster     string
+	Undelivered string
 }
 
 // TrainerPods selects the pods that run the trainer: node, and launcher for MPI runtimes.

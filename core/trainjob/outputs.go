@@ -34,6 +34,10 @@ const (
 	OutQueueWait   = "queue-wait-seconds"
 	OutPreemptions = "preemptions"
 	OutEvictions   = "evictions"
+	// OutCluster is the MultiKueue worker cluster that ran the job (empty when it ran here);
+	// OutUndelivered lists what a step on a MultiKueue manager cannot deliver (Undelivered).
+	OutCluster     = "cluster"
+	OutUndelivered = "undelivered"
 )
 
 // ResultKeyPrefix names the output of one top-level key of a dict result: result-<key>. Argo
@@ -90,7 +94,7 @@ func resultKeys(result string, out map[string]string) {
 // OutputNames lists every output, in a stable order.
 var OutputNames = []string{OutName, OutNamespace, OutRuntime, OutFramework, OutPhase, OutReason, OutMessage,
 	OutStartTime, OutCompletionTime, OutDuration, OutNumNodes, OutProgress, OutMetrics, OutResult,
-	OutQueueWait, OutPreemptions, OutEvictions}
+	OutQueueWait, OutPreemptions, OutEvictions, OutCluster, OutUndelivered}
 
 // Outputs renders the observation as the step's outputs. Every name is always present (empty
 // when unknown), so downstream steps can rely on them.
@@ -107,6 +111,8 @@ func (o Observation) Outputs() map[string]string {
 		OutResult:      o.Result,
 		OutPreemptions: strconv.Itoa(o.Preemptions),
 		OutEvictions:   strconv.Itoa(o.Evictions),
+		OutCluster:     o.Cluster,
+		OutUndelivered: o.Undelivered,
 	}
 	if o.QueueWait != nil {
 		out[OutQueueWait] = strconv.FormatFloat(o.QueueWait.Seconds(), 'f', 0, 64)

@@ -44,6 +44,8 @@ const (
 type Workload struct {
 	Name         string
 	ClusterQueue string
+	// Cluster is the MultiKueue worker cluster the Workload was dispatched to (status.clusterName).
+	Cluster string
 	// Admitted is Admitted=True: quota reserved and every admission check passed.
 	Admitted bool
 	// Waiting is why it is not admitted, in Kueue's words: the QuotaReserved=False message
@@ -92,6 +94,7 @@ func WorkloadOf(tj *trainer.TrainJob, workloads []unstructured.Unstructured) *Wo
 func ReadWorkload(u *unstructured.Unstructured) *Workload {
 	w := &Workload{Name: u.GetName()}
 	w.ClusterQueue, _, _ = unstructured.NestedString(u.Object, "status", "admission", "clusterQueue")
+	w.Cluster, _, _ = unstructured.NestedString(u.Object, "status", "clusterName")
 	conds := workloadConditions(u)
 	if c := apimeta.FindStatusCondition(conds, kueueAdmitted); c != nil {
 		w.Admitted = c.Status == metav1.ConditionTrue
@@ -163,6 +166,13 @@ func (o Observation) WithWorkload(tj *trainer.TrainJob, w *Workload) Observation
 	if r := LastResumed(tj); !r.IsZero() && !tj.CreationTimestamp.IsZero() {
 		wait := r.Sub(tj.CreationTimestamp.Time)
 		o.QueueWait = &wait
+	}
+	if Remote(tj) {
+		cluster := ""
+		if w != nil {
+			cluster = w.Cluster
+		}
+		o = o.remote(tj, cluster)
 	}
 	if w == nil {
 		return o

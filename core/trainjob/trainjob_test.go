@@ -156,7 +156,7 @@ func TestObserveFailedPodAndOutputs(t *testing.T) {
 		OutName: "job", OutNamespace: "ns", OutRuntime: "jax-distributed", OutFramework: "jax", OutPhase: "Failed", OutReason: "FailedJobs",
 		OutMessage: o.Message, OutStartTime: "1970-01-01T00:16:40Z", OutCompletionTime: "1970-01-01T00:18:10Z", OutDuration: "90",
 		OutNumNodes: "3", OutProgress: "40", OutMetrics: `{"loss":"0.5"}`, OutResult: "",
-		OutQueueWait: "", OutPreemptions: "0", OutEvictions: "0",
+		OutQueueWait: "", OutPreemptions: "0", OutEvictions: "0", OutCluster: "", OutUndelivered: "",
 	}, o.Outputs())
 	assert.Len(t, o.Outputs(), len(OutputNames))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,39 +62,45 @@ func KueueAssets() string {
 // StartKueue is a SetUp that adds Kueue to the stack. Its process is one of the stack's: Stop
 // stops it.
 func StartKueue(ctx context.Context, s *Stack) (func(), error) {
+	return func() {}, s.startKueue(ctx, true)
+}
+
+// startKueue starts Kueue, with waitForPodsReady or without (a MultiKueue manager: its jobs have
+// no pods there).
+func (s *Stack) startKueue(ctx context.Context, waitForPodsReady bool) error {
 	assets := KueueAssets()
 	for _, f := range []string{filepath.Join(assets, "kueue-manager"), filepath.Join(assets, "manifests", ".done")} {
 		if _, err := os.Stat(f); err != nil {
-			return nil, fmt.Errorf("kueue asset missing: %w; run `make test-assets` to build it", err)
+			return fmt.Errorf("kueue asset missing: %w; run `make test-assets` to build it", err)
 		}
 	}
 	ports, err := harnessutil.FreePorts(2)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	webhookPort, healthPort := ports[0], ports[1]
 	m := filepath.Join(assets, "manifests")
 	if err := s.installKueueCRDs(ctx, filepath.Join(m, "crds", "*.yaml"), webhookPort); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.installWebhooksMatching(ctx, filepath.Join(m, "webhooks.yaml"), webhookPort, "kueue-", kueueWebhook); err != nil {
-		return nil, err
+		return err
 	}
 	if err := client.IgnoreAlreadyExists(s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KueueNamespace}})); err != nil {
-		return nil, fmt.Errorf("creating namespace %s: %w", KueueNamespace, err)
+		return fmt.Errorf("creating namespace %s: %w", KueueNamespace, err)
 	}
 	kp, err := s.pki.issue("kueue-webhook", "127.0.0.1", nil, true)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tmp, err := s.certTmpdir("kueue", kp)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Kueue's Configuration names its webhook cert directory (its default is /tmp's).
 	certDir := filepath.Join(tmp, "k8s-webhook-server", "serving-certs")
 	cfg := filepath.Join(s.dir, "kueue-config.yaml")
-	if err := managerConfig(filepath.Join(m, "controller_manager_config.yaml"), cfg, map[string]any{
+	set := map[string]any{
 		"namespace":                     KueueNamespace,
 		"leaderElection.leaderElect":    false,
 		"internalCertManagement.enable": false,
@@ -104,15 +111,20 @@ func StartKueue(ctx context.Context, s *Stack) (func(), error) {
 		"health.healthProbeBindAddress": fmt.Sprintf("127.0.0.1:%d", healthPort),
 		// Only TrainJobs: Kueue leaves the JobSets, Jobs and pods the Trainer makes for them alone.
 		"integrations.frameworks": []any{"trainer.kubeflow.org/trainjob"},
+	}
+	if waitForPodsReady {
 		// Pods not Ready in time are evicted and requeued at once (no back-off), so a test sees the
 		// eviction and the re-admission within its deadline.
-		"waitForPodsReady.timeout":                              KueuePodsReadyTimeout.String(),
-		"waitForPodsReady.blockAdmission":                       false,
-		"waitForPodsReady.requeuingStrategy.timestamp":          "Eviction",
-		"waitForPodsReady.requeuingStrategy.backoffBaseSeconds": int64(1),
-		"waitForPodsReady.requeuingStrategy.backoffMaxSeconds":  int64(1),
-	}); err != nil {
-		return nil, err
+		maps.Copy(set, map[string]any{
+			"waitForPodsReady.timeout":                              KueuePodsReadyTimeout.String(),
+			"waitForPodsReady.blockAdmission":                       false,
+			"waitForPodsReady.requeuingStrategy.timestamp":          "Eviction",
+			"waitForPodsReady.requeuingStrategy.backoffBaseSeconds": int64(1),
+			"waitForPodsReady.requeuingStrategy.backoffMaxSeconds":  int64(1),
+		})
+	}
+	if err := managerConfig(filepath.Join(m, "controller_manager_config.yaml"), cfg, set); err != nil {
+		return err
 	}
 	p, err := s.start("kueue", filepath.Join(assets, "kueue-manager"),
 		// The metrics server is off, but Kueue reads its certificate anyway (hack/build-kueue.sh).
@@ -122,15 +134,15 @@ func StartKueue(ctx context.Context, s *Stack) (func(), error) {
 		"--feature-gates=VisibilityOnDemand=false",
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.waitManager(ctx, p, healthPort, webhookPort); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.kueueCommon(ctx, p); err != nil {
-		return nil, err
+		return err
 	}
-	return func() {}, nil
+	return nil
 }
 
 // kueueWebhook keeps the webhooks of Kueue's own objects and of TrainJobs: the other

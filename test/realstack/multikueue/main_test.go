@@ -1,0 +1,43 @@
+// Package multikueue_test runs trainstep on a MultiKueue manager: two real stacks on loopback
+// (test/internal/realstack/multikueue.go), the manager dispatching each queued TrainJob to the
+// worker through the real Kueue v0.17.0, the worker running it on the real Trainer. The stacks
+// start once for the package.
+package multikueue_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/trainstep/trainstep/test/internal/realstack"
+)
+
+var (
+	manager, worker *realstack.Stack
+	bin             string // the executor binary, built from this tree
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "trainstep-multikueue-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "executor")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/executor").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the executor: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := realstack.RunWith(m, &manager, func(ctx context.Context, s *realstack.Stack) (func(), error) {
+		w, tearDown, err := realstack.StartMultiKueue(ctx, s)
+		worker = w
+		return tearDown, err
+	})
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
