@@ -181,6 +181,12 @@ func (o Observation) WithWorkload(tj *trainer.TrainJob, w *Workload) Observation
 	if o.Phase != PhaseSuspended {
 		return o
 	}
+	if o.Remote && w.Admitted && w.Cluster != "" {
+		// Admitted here and dispatched: the suspension mirrored is the worker's queue's.
+		o.Reason = "Dispatched"
+		o.Message = fmt.Sprintf("TrainJob %s is dispatched to cluster %s (MultiKueue) and waits there for its queue to admit it", tj.Name, w.Cluster)
+		return o
+	}
 	o.Message = w.describe(tj)
 	if w.EvictedReason != "" {
 		o.Reason = "Evicted" + w.EvictedReason

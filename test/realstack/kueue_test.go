@@ -26,7 +26,9 @@ import (
 
 // The real Kueue (test/internal/realstack/kueue.go) in front of the real Trainer. Each test has
 // its own ClusterQueue of realstack.NodeGPUs GPUs (one Node's worth), so a job of all of them
-// leaves the next one queued.
+// leaves the next one queued. Sequential: Kueue's quota is not the Nodes' capacity, and a pod
+// left Pending by other tests' GPUs would be evicted by waitForPodsReady, changing the counts
+// these tests assert.
 
 // workloads lists the Workloads of namespace ns.
 func workloads(t *testing.T, ns string) []unstructured.Unstructured {

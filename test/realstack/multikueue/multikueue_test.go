@@ -8,6 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,6 +74,7 @@ func executor(t *testing.T, ns, step string) result {
 // names the worker cluster, and its startTimeout (shorter than the job's run) never deletes the
 // running remote job; the outputs say what stays on the worker's pods.
 func TestMultiKueueStepRunsOnTheWorkerAndCompletes(t *testing.T) {
+	t.Parallel() // a namespace and queue of its own on each cluster, 1 GPU
 	ns := manager.Namespace(t)
 	q := manager.MultiKueueQueue(t, worker, ns, realstack.NodeGPUs)
 	r := executor(t, ns, fmt.Sprintf(`
@@ -104,4 +109,112 @@ startTimeout: 20s
 	require.Len(t, remote, 1)
 	assert.Equal(t, name, remote[0].Name)
 	assert.True(t, meta.IsStatusConditionTrue(remote[0].Status.Conditions, trainer.TrainJobComplete), "%+v", remote[0].Status.Conditions)
+}
+
+// A node that fails on the worker fails the step on the manager with the worker Trainer's reason
+// and message (mirrored), naming the cluster, and saying the log tail is not delivered rather
+// than looking for pods the manager does not have.
+func TestMultiKueueFailureCarriesTheRemoteCause(t *testing.T) {
+	t.Parallel() // a namespace and queue of its own on each cluster, 1 GPU
+	ns := manager.Namespace(t)
+	q := manager.MultiKueueQueue(t, worker, ns, realstack.NodeGPUs)
+	// Kueue on both clusters reads the runtime (the manager's to size the Workload).
+	rt := manager.InstallNoRetryRuntime(t)
+	require.Equal(t, rt, worker.InstallNoRetryRuntime(t))
+	r := executor(t, ns, fmt.Sprintf(`
+framework: torch
+queueName: %s
+runtime: {name: %s, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: 1}
+  env: {KWOK_FAIL: "1"}
+  func: |
+    def train():
+        raise SystemExit(1)
+timeout: 3m
+`, q, rt))
+	t.Logf("stderr:\n%s", r.stderr)
+	require.Equal(t, cli.ExitFailed, r.code)
+	assert.Equal(t, "Failed", r.outputs[trainjob.OutPhase])
+	remote := testenv.TrainJobs(t.Context(), t, worker.Client, ns)
+	require.Len(t, remote, 1)
+	failed := meta.FindStatusCondition(remote[0].Status.Conditions, trainer.TrainJobFailed)
+	require.NotNil(t, failed, "the worker's Trainer must mark the TrainJob Failed: %+v", remote[0].Status.Conditions)
+	assert.Equal(t, failed.Reason, r.outputs[trainjob.OutReason], "the worker Trainer's own reason")
+	assert.Contains(t, r.outputs[trainjob.OutMessage], failed.Message, "the worker Trainer's own message")
+	assert.Contains(t, r.outputs[trainjob.OutMessage], "it ran on cluster "+realstack.MultiKueueWorker+" (MultiKueue)")
+	assert.Contains(t, r.outputs[trainjob.OutMessage], "(no log tail: the pods ran on the worker cluster")
+	assert.Equal(t, realstack.MultiKueueWorker, r.outputs[trainjob.OutCluster])
+	assert.Equal(t, "result, log", r.outputs[trainjob.OutUndelivered])
+}
+
+// A step stopped on the manager (SIGTERM, as Argo's stop and Tekton's cancel end the
+// executor's pod) while its job runs on the worker deletes the manager's TrainJob; Kueue deletes
+// the remote one, and nothing is left on either cluster.
+func TestMultiKueueCancelOnTheManagerDeletesTheRemoteJob(t *testing.T) {
+	t.Parallel() // a namespace and queue of its own on each cluster, 1 GPU
+	ns := manager.Namespace(t)
+	q := manager.MultiKueueQueue(t, worker, ns, realstack.NodeGPUs)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "step.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`
+framework: torch
+queueName: %s
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: 1}
+  env: {KWOK_RUN_SECONDS: "600"}
+  func: |
+    def train():
+        pass
+`, q)), 0o644))
+	cmd := exec.Command(bin, "run", "--namespace", ns, "-f", file)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+manager.Kubeconfig)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	require.Eventually(t, func() bool {
+		return strings.Contains(stderr.String(), "is running on cluster "+realstack.MultiKueueWorker)
+	}, timeout, interval, "the step must run on the worker: %s", &stderr)
+	require.Len(t, testenv.TrainJobs(t.Context(), t, worker.Client, ns), 1)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	var ee *exec.ExitError
+	require.ErrorAs(t, <-done, &ee)
+	done <- nil // for the cleanup
+	assert.Equal(t, cli.ExitInterrupts, ee.ExitCode(), "stderr:\n%s", stderr.String())
+	require.Eventually(t, func() bool {
+		return len(testenv.TrainJobs(t.Context(), t, manager.Client, ns)) == 0 &&
+			len(testenv.TrainJobs(t.Context(), t, worker.Client, ns)) == 0 &&
+			len(workloads(t, manager, ns)) == 0 && len(workloads(t, worker, ns)) == 0
+	}, timeout, interval, "the TrainJobs and Workloads must be gone from both clusters")
+}
+
+func workloads(t *testing.T, s *realstack.Stack, ns string) []unstructured.Unstructured {
+	t.Helper()
+	l := trainjob.NewWorkloadList()
+	require.NoError(t, s.Client.List(t.Context(), l, client.InNamespace(ns)))
+	return l.Items
+}
+
+// syncBuffer is a buffer the executor writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
