@@ -88,7 +88,7 @@ func TestKueueQueuedStepIsNotFailedByStartTimeoutAndCompletes(t *testing.T) {
 	ns := stack.Namespace(t)
 	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
 	const startTimeout = 10 * time.Second
-	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 30)
+	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 30, "")
 
 	r := executor(t, ns, queuedStep(q, 1, "startTimeout: 10s\n"))
 	t.Logf("stderr:\n%s", r.stderr)

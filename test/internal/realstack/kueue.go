@@ -44,6 +44,8 @@ const (
 	// its ClusterQueue.
 	KueueLowPriority  = "realstack-low"
 	KueueHighPriority = "realstack-high"
+	// KueuePriorityLabel names a TrainJob's WorkloadPriorityClass.
+	KueuePriorityLabel = "kueue.x-k8s.io/priority-class"
 	// KueuePodsReadyTimeout is Kueue's waitForPodsReady timeout: an admitted workload whose pods
 	// are not all Ready by then is evicted (reason PodsReadyTimeout) and requeued at once.
 	KueuePodsReadyTimeout = 20 * time.Second
@@ -318,11 +320,16 @@ func (s *Stack) KueueQueue(t testing.TB, namespace string, gpus int) string {
 }
 
 // KueueBlocker creates a one-node TrainJob in queue that holds gpus GPUs for seconds once
-// running, and returns once Kueue has admitted it: the next job of the queue waits for quota.
-func (s *Stack) KueueBlocker(t testing.TB, namespace, queue string, gpus, seconds int) *trainer.TrainJob {
+// running, with WorkloadPriorityClass priority unless empty, and returns once Kueue has admitted
+// it: the next job of the queue waits for quota (or, lower, was preempted for it).
+func (s *Stack) KueueBlocker(t testing.TB, namespace, queue string, gpus, seconds int, priority string) *trainer.TrainJob {
 	t.Helper()
+	labels := map[string]string{trainjob.LabelKueueQueue: queue}
+	if priority != "" {
+		labels[KueuePriorityLabel] = priority
+	}
 	tj := &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "blocker-", Labels: map[string]string{trainjob.LabelKueueQueue: queue}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "blocker-", Labels: labels},
 		Spec: trainer.TrainJobSpec{
 			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed", Kind: ptr.To(trainer.ClusterTrainingRuntimeKind), APIGroup: ptr.To(trainer.GroupVersion.Group)},
 			Trainer: &trainer.Trainer{

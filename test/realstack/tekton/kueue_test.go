@@ -22,7 +22,7 @@ func TestKueueQueuedStepSucceedsPastItsStartTimeout(t *testing.T) {
 	dumpOnFailure(t)
 	ns := stack.Namespace(t)
 	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
-	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 30)
+	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 30, "")
 	pipelineRun(t, ns, fmt.Sprintf(`
 framework: torch
 queueName: %s
