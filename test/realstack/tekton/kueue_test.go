@@ -6,8 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/realstack"
@@ -46,4 +50,70 @@ startTimeout: 10s
 	require.NoError(t, err, "results: %v", res)
 	assert.Greater(t, wait, 10, "the premise: it waited in the queue longer than its startTimeout")
 	assert.Equal(t, "0", res[trainjob.OutPreemptions])
+}
+
+// A running low-priority step is preempted by a high-priority TrainJob: the waiting CustomRun
+// says so in Kueue's words, requeued, and succeeds once admitted again, with the preemption
+// counted.
+func TestKueuePreemptedStepIsRequeuedAndSucceeds(t *testing.T) {
+	dumpOnFailure(t)
+	ns := stack.Namespace(t)
+	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
+	pipelineRun(t, ns, fmt.Sprintf(`
+framework: torch
+queueName: %s
+labels: {%s: %s}
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: %d}
+  env: {KWOK_RUN_SECONDS: "20"}
+  func: |
+    def train():
+        pass
+`, q, realstack.KueuePriorityLabel, realstack.KueueLowPriority, realstack.NodeGPUs))
+	running, ok := waitingMessage(t, ns, func(m string) bool { return strings.Contains(m, "is running: 1/1 nodes") })
+	require.True(t, ok, "the run ended before running: %s", running)
+
+	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 10, realstack.KueueHighPriority)
+	preempted, ok := waitingMessage(t, ns, func(m string) bool { return strings.Contains(m, "requeued") })
+	require.True(t, ok, "the run ended before saying it was preempted: %s", preempted)
+	assert.Contains(t, preempted, " was preempted by Kueue (InClusterQueue): ")
+	assert.Contains(t, preempted, "; requeued in LocalQueue "+q)
+
+	tektonharness.WaitPipelineRun(t, c, ns, "run", "True", "Succeeded", timeout)
+	assert.Equal(t, "1", results(customRun(t, t, ns))[trainjob.OutPreemptions])
+}
+
+// A PipelineRun cancelled while its step waits in the queue: the TrainJob is deleted, and with
+// it Kueue's Workload; nothing is admitted later.
+func TestKueueCancelledWhileQueuedLeavesNothing(t *testing.T) {
+	dumpOnFailure(t)
+	ns := stack.Namespace(t)
+	q := stack.KueueQueue(t, ns, 0) // never admits a GPU job
+	pipelineRun(t, ns, fmt.Sprintf(`
+framework: torch
+queueName: %s
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: 1}
+  func: |
+    def train():
+        pass
+`, q))
+	queued, ok := waitingMessage(t, ns, func(m string) bool { return strings.Contains(m, "insufficient quota for nvidia.com/gpu") })
+	require.True(t, ok, "the run ended before saying it is queued: %s", queued)
+	// Tekton cancels only the children recorded in status.childReferences.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		refs, _, _ := unstructured.NestedSlice(tektonharness.GetPipelineRun(ct, t, c, ns, "run").Object, "status", "childReferences")
+		assert.Len(ct, refs, 1)
+	}, timeout, interval)
+	pr := tektonharness.GetPipelineRun(t, t, c, ns, "run")
+	require.NoError(t, c.Patch(t.Context(), pr, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"status":"Cancelled"}}`))))
+	tektonharness.WaitPipelineRun(t, c, ns, "run", "False", "Cancelled", timeout)
+	require.Eventually(t, func() bool {
+		l := trainjob.NewWorkloadList()
+		tjs := &trainer.TrainJobList{}
+		return c.List(t.Context(), tjs, client.InNamespace(ns)) == nil && len(tjs.Items) == 0 &&
+			c.List(t.Context(), l, client.InNamespace(ns)) == nil && len(l.Items) == 0
+	}, timeout, interval, "the TrainJob and its Workload must be gone")
 }
