@@ -93,6 +93,7 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 		start = startFrom(tj, since).Add(d.StartTimeout)
 	}
 	v := Verdict{Observation: obs}
+	v.Trouble = evictedByKueue(obs) // news: it may be admitted again in a second
 
 	if obs.Phase.Terminal() {
 		return ended(v, s.Now, timeout, d.Timeout)

@@ -199,6 +199,12 @@ func (o Observation) WithWorkload(tj *trainer.TrainJob, w *Workload) Observation
 	return o
 }
 
+// evictedByKueue reports whether obs is a job Kueue preempted or evicted (WithWorkload's
+// reasons): news a face passes on at once, since a requeued job may be admitted again at once.
+func evictedByKueue(obs Observation) bool {
+	return obs.Phase == PhaseSuspended && (obs.Reason == "Preempted" || strings.HasPrefix(obs.Reason, "Evicted"))
+}
+
 // describe says where a suspended TrainJob is and why, in Kueue's words.
 func (w *Workload) describe(tj *trainer.TrainJob) string {
 	queue := tj.Labels[LabelKueueQueue]

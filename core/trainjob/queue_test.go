@@ -1,6 +1,7 @@
 package trainjob
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -123,6 +124,9 @@ func TestDecideQueued(t *testing.T) {
 				assert.Equal(t, tc.reason, v.Reason)
 			}
 			assert.Equal(t, tc.delete, v.Delete)
+			if tc.reason == "Preempted" || strings.HasPrefix(tc.reason, "Evicted") {
+				assert.True(t, v.Trouble, "an eviction is news")
+			}
 			if !tc.wake.IsZero() {
 				assert.Equal(t, tc.wake, v.Wake)
 			}

@@ -25,6 +25,12 @@ func (r *Reconciler) watchWorkloads(mgr manager.Manager, b *builder.Builder) (*b
 		mgr.GetLogger().Info("Kueue's Workload API is not served: queued steps are followed by their TrainJob alone", "reason", err.Error())
 		return b, nil
 	}
+	// A watch the controller may not make would keep its caches from syncing and stop it (an
+	// upgrade whose new rule was not applied): ask once, and go without Kueue's words instead.
+	if err := mgr.GetAPIReader().List(context.Background(), trainjob.NewWorkloadList(), client.Limit(1)); err != nil {
+		mgr.GetLogger().Error(err, "not watching Kueue's Workloads: queued steps are followed by their TrainJob alone; apply manifests/tekton/rbac.yaml (list and watch on workloads.kueue.x-k8s.io)")
+		return b, nil
+	}
 	w := &unstructured.Unstructured{}
 	w.SetGroupVersionKind(trainjob.WorkloadGVK)
 	return b.Watches(w, handler.EnqueueRequestsFromMapFunc(r.workloadOwner)), mgr.GetCache()

@@ -115,14 +115,14 @@ func (s *Stack) startKueue(ctx context.Context, waitForPodsReady bool) error {
 		"integrations.frameworks": []any{"trainer.kubeflow.org/trainjob"},
 	}
 	if waitForPodsReady {
-		// Pods not Ready in time are evicted and requeued at once (no back-off), so a test sees the
-		// eviction and the re-admission within its deadline.
+		// Pods not Ready in time are evicted and requeued after 5 s (Kueue's back-off is minutes by
+		// default), so a test sees the eviction, and the re-admission within its deadline.
 		maps.Copy(set, map[string]any{
 			"waitForPodsReady.timeout":                              KueuePodsReadyTimeout.String(),
 			"waitForPodsReady.blockAdmission":                       false,
 			"waitForPodsReady.requeuingStrategy.timestamp":          "Eviction",
-			"waitForPodsReady.requeuingStrategy.backoffBaseSeconds": int64(1),
-			"waitForPodsReady.requeuingStrategy.backoffMaxSeconds":  int64(1),
+			"waitForPodsReady.requeuingStrategy.backoffBaseSeconds": int64(5),
+			"waitForPodsReady.requeuingStrategy.backoffMaxSeconds":  int64(5),
 		})
 	}
 	if err := managerConfig(filepath.Join(m, "controller_manager_config.yaml"), cfg, set); err != nil {

@@ -9,6 +9,7 @@ import (
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -150,4 +151,37 @@ func TestKueueStoppedWhileQueuedLeavesNothing(t *testing.T) {
 			stack.Client.List(t.Context(), l, client.InNamespace(argoharness.Namespace), client.MatchingLabels{trainjob.LabelKueueJobUID: string(tjs[0].UID)}) == nil &&
 			len(l.Items) == 0
 	}, timeout, interval, "the TrainJob and its Workload must be gone")
+}
+
+// An admitted step whose pods are not Ready within Kueue's waitForPodsReady timeout is evicted
+// (PodsReadyTimeout) and requeued; the node says so in Kueue's words, and succeeds once admitted
+// again with pods that become Ready (realstack.HoldReadyEnv).
+func TestKueueEvictedByWaitForPodsReadyIsRequeuedAndSucceeds(t *testing.T) {
+	q := stack.KueueQueue(t, argoharness.Namespace, realstack.NodeGPUs)
+	wf := harness.Submit(t, queuedWorkflow(q, fmt.Sprintf(`          trainer:
+            numNodes: 1
+            resourcesPerNode: {gpu: 1}
+            env: {%s: "1"}
+            func: |
+              def train():
+                  pass
+          startTimeout: 1m
+`, realstack.HoldReadyEnv)))
+	harness.RunAgent(t, wf.Name, timeout)
+	evicted := nodeMessage(t, wf.Name, func(m string) bool { return strings.Contains(m, "(PodsReadyTimeout)") })
+	assert.Contains(t, evicted, " was evicted by Kueue (PodsReadyTimeout): ")
+	require.Eventually(t, func() bool {
+		tjs := trainJobs(t, wf)
+		if len(tjs) != 1 {
+			return false
+		}
+		resumed := trainjob.LastResumed(&tjs[0])
+		return !ptr.Deref(tjs[0].Spec.Suspend, true) && resumed.After(tjs[0].CreationTimestamp.Time) &&
+			stack.ReleaseHeldPods(t, argoharness.Namespace, resumed) > 0
+	}, timeout, interval, "Kueue must admit the step again")
+
+	got := harness.WaitPhase(t, wf.Name, timeout)
+	require.Equal(t, wfv1.WorkflowSucceeded, got.Status.Phase, "%s\n%s", got.Status.Message, argoharness.Nodes(got))
+	node := trainNode(got)
+	assert.Equal(t, "0", argoharness.Output(node, trainjob.OutPreemptions))
 }

@@ -117,3 +117,48 @@ trainer:
 			c.List(t.Context(), l, client.InNamespace(ns)) == nil && len(l.Items) == 0
 	}, timeout, interval, "the TrainJob and its Workload must be gone")
 }
+
+// An admitted step whose pods are not Ready within Kueue's waitForPodsReady timeout is evicted
+// (PodsReadyTimeout) and requeued; the waiting CustomRun says so in Kueue's words, and the run
+// succeeds once admitted again with pods that become Ready (realstack.HoldReadyEnv).
+func TestKueueEvictedByWaitForPodsReadyIsRequeuedAndSucceeds(t *testing.T) {
+	dumpOnFailure(t)
+	ns := stack.Namespace(t)
+	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
+	pipelineRun(t, ns, fmt.Sprintf(`
+framework: torch
+queueName: %s
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: 1}
+  env: {%s: "1"}
+  func: |
+    def train():
+        pass
+startTimeout: 1m
+`, q, realstack.HoldReadyEnv))
+	evicted, ok := waitingMessage(t, ns, func(m string) bool { return strings.Contains(m, "(PodsReadyTimeout)") })
+	require.True(t, ok, "the run ended before Kueue evicted it: %s", evicted)
+	assert.Contains(t, evicted, " was evicted by Kueue (PodsReadyTimeout): ")
+	releaseReadmitted(t, ns)
+	tektonharness.WaitPipelineRun(t, c, ns, "run", "True", "Succeeded", timeout)
+	res := results(customRun(t, t, ns))
+	assert.Equal(t, "1", res[trainjob.OutEvictions])
+	assert.Equal(t, "0", res[trainjob.OutPreemptions])
+}
+
+// releaseReadmitted lets the held pods of the namespace's one TrainJob become Ready once Kueue
+// has admitted it again: those made after its last resume.
+func releaseReadmitted(t *testing.T, ns string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		tjs := &trainer.TrainJobList{}
+		if c.List(t.Context(), tjs, client.InNamespace(ns)) != nil || len(tjs.Items) != 1 {
+			return false
+		}
+		tj := &tjs.Items[0]
+		resumed := trainjob.LastResumed(tj)
+		return tj.Spec.Suspend != nil && !*tj.Spec.Suspend && resumed.After(tj.CreationTimestamp.Time) &&
+			stack.ReleaseHeldPods(t, ns, resumed) > 0
+	}, timeout, interval, "Kueue must admit the step again")
+}
