@@ -178,18 +178,19 @@ trainer:
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 	require.Eventually(t, func() bool {
 		return strings.Contains(stderr.String(), "is running on cluster "+realstack.MultiKueueWorker)
 	}, timeout, interval, "the step must run on the worker: %s", &stderr)
 	require.Len(t, testenv.TrainJobs(t.Context(), t, worker.Client, ns), 1)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	<-exited
 	var ee *exec.ExitError
-	require.ErrorAs(t, <-done, &ee)
-	done <- nil // for the cleanup
+	require.ErrorAs(t, waitErr, &ee)
 	assert.Equal(t, cli.ExitInterrupts, ee.ExitCode(), "stderr:\n%s", stderr.String())
 	require.Eventually(t, func() bool {
 		return len(testenv.TrainJobs(t.Context(), t, manager.Client, ns)) == 0 &&
