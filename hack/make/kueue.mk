@@ -12,5 +12,5 @@ TEST_ASSETS += kueue-binaries
 kueue-binaries: ## the Kueue manager, for the real stack's Kueue suites
 	KUEUE_VERSION=$(KUEUE_VERSION) bash hack/build-kueue.sh "$(KUEUE_ASSETS)"
 
-# The real-stack suites start Kueue (test/realstack, its argo and tekton suites, multikueue).
+# Real-stack suites start Kueue (test/realstack/kueue, argo, tekton and multikueue).
 test-realstack: kueue-binaries

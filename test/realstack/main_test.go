@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building the executor: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := realstack.RunWith(m, &stack, realstack.StartKueue) // Kueue manages only TrainJobs with a queue label
+	code := realstack.Run(m, &stack)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -47,7 +47,6 @@ func (b *syncBuffer) String() string {
 // runningExecutor is the real binary running a step in the background, as a pipeline step does,
 // so a test can act on the cluster while the step waits.
 type runningExecutor struct {
-	cmd            *exec.Cmd
 	stdout, stderr syncBuffer
 	outDir         string
 	done           chan struct{}
@@ -64,7 +63,6 @@ func startExecutor(t *testing.T, ns, step string) *runningExecutor {
 	cmd := exec.CommandContext(ctx, bin, "run", "--namespace", ns, "-f", file, "--output-dir", r.outDir)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
 	cmd.Stdout, cmd.Stderr = &r.stdout, &r.stderr
-	r.cmd = cmd
 	require.NoError(t, cmd.Start())
 	go func() {
 		r.err = cmd.Wait()

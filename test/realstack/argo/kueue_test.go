@@ -58,8 +58,8 @@ var gpuTrainer = fmt.Sprintf(`          trainer:
 // output. The sidecar reads the Workload with manifests/argo's RBAC.
 func TestKueueQueuedStepSucceedsPastItsStartTimeout(t *testing.T) {
 	q := stack.KueueQueue(t, argoharness.Namespace, realstack.NodeGPUs)
-	stack.KueueBlocker(t, argoharness.Namespace, q, realstack.NodeGPUs, 30, "")
-	wf := harness.Submit(t, queuedWorkflow(q, gpuTrainer+"          startTimeout: 10s\n"))
+	stack.KueueBlocker(t, argoharness.Namespace, q, realstack.NodeGPUs, 45, "")
+	wf := harness.Submit(t, queuedWorkflow(q, gpuTrainer+"          startTimeout: 20s\n"))
 	harness.RunAgent(t, wf.Name, timeout)
 	require.Eventually(t, func() bool {
 		got, err := harness.Get(t.Context(), wf.Name)
@@ -74,7 +74,7 @@ func TestKueueQueuedStepSucceedsPastItsStartTimeout(t *testing.T) {
 	assert.Equal(t, "Succeeded", argoharness.Output(node, trainjob.OutPhase))
 	wait, err := strconv.Atoi(argoharness.Output(node, trainjob.OutQueueWait))
 	require.NoError(t, err, "outputs: %+v", node.Outputs)
-	assert.Greater(t, wait, 10, "the premise: it waited in the queue longer than its startTimeout")
+	assert.Greater(t, wait, 20, "the premise: it waited in the queue longer than its startTimeout")
 	assert.Equal(t, "0", argoharness.Output(node, trainjob.OutPreemptions))
 }
 

@@ -26,7 +26,7 @@ func TestKueueQueuedStepSucceedsPastItsStartTimeout(t *testing.T) {
 	dumpOnFailure(t)
 	ns := stack.Namespace(t)
 	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
-	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 30, "")
+	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 45, "")
 	pipelineRun(t, ns, fmt.Sprintf(`
 framework: torch
 queueName: %s
@@ -36,7 +36,7 @@ trainer:
   func: |
     def train():
         pass
-startTimeout: 10s
+startTimeout: 20s
 `, q, realstack.NodeGPUs))
 	const want = "insufficient unused quota for nvidia.com/gpu in flavor " + realstack.KueueFlavor
 	waiting, ok := waitingMessage(t, ns, func(m string) bool { return strings.Contains(m, want) })
@@ -48,7 +48,7 @@ startTimeout: 10s
 	assert.Equal(t, "Succeeded", res[trainjob.OutPhase])
 	wait, err := strconv.Atoi(res[trainjob.OutQueueWait])
 	require.NoError(t, err, "results: %v", res)
-	assert.Greater(t, wait, 10, "the premise: it waited in the queue longer than its startTimeout")
+	assert.Greater(t, wait, 20, "the premise: it waited in the queue longer than its startTimeout")
 	assert.Equal(t, "0", res[trainjob.OutPreemptions])
 }
 

@@ -1,4 +1,4 @@
-package realstack_test
+package kueue_test
 
 import (
 	"fmt"
@@ -87,10 +87,10 @@ func TestKueueSuspendsAQueuedTrainJobAtCreation(t *testing.T) {
 func TestKueueQueuedStepIsNotFailedByStartTimeoutAndCompletes(t *testing.T) {
 	ns := stack.Namespace(t)
 	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
-	const startTimeout = 10 * time.Second
-	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 30, "")
+	const startTimeout = 20 * time.Second
+	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 45, "")
 
-	r := executor(t, ns, queuedStep(q, 1, "startTimeout: 10s\n"))
+	r := executor(t, ns, queuedStep(q, 1, "startTimeout: 20s\n"))
 	t.Logf("stderr:\n%s", r.stderr)
 	require.Equal(t, cli.ExitSucceeded, r.code)
 	assert.Equal(t, "Succeeded", r.outputs["phase"])
@@ -110,7 +110,7 @@ func TestKueueQueuedStepIsNotFailedByStartTimeoutAndCompletes(t *testing.T) {
 func TestKueuePreemptedStepIsRequeuedAndCompletes(t *testing.T) {
 	ns := stack.Namespace(t)
 	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
-	low := startExecutor(t, ns, queuedStep(q, 20, fmt.Sprintf("startTimeout: 10s\nlabels: {kueue.x-k8s.io/priority-class: %s}\n", realstack.KueueLowPriority)))
+	low := startExecutor(t, ns, queuedStep(q, 20, fmt.Sprintf("startTimeout: 30s\nlabels: {kueue.x-k8s.io/priority-class: %s}\n", realstack.KueueLowPriority)))
 	require.Eventually(t, func() bool { return low.exited() || strings.Contains(low.stderr.String(), "is running: 1/1 nodes") },
 		timeout, interval, "the low-priority step must run")
 	require.False(t, low.exited(), "stderr:\n%s", low.stderr.String())
