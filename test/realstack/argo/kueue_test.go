@@ -115,7 +115,7 @@ func TestKueuePreemptedStepIsRequeuedAndSucceeds(t *testing.T) {
 	require.Contains(t, running, "is running: 1/1 nodes")
 
 	stack.KueueBlocker(t, argoharness.Namespace, q, realstack.NodeGPUs, 10, realstack.KueueHighPriority)
-	preempted := nodeMessage(t, wf.Name, func(m string) bool { return strings.Contains(m, "requeued") })
+	preempted := nodeMessage(t, wf.Name, func(m string) bool { return strings.Contains(m, "; requeued in LocalQueue") })
 	assert.Contains(t, preempted, " was preempted by Kueue (InClusterQueue): ")
 	assert.Contains(t, preempted, "; requeued in LocalQueue "+q)
 

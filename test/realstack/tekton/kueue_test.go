@@ -75,7 +75,7 @@ trainer:
 	require.True(t, ok, "the run ended before running: %s", running)
 
 	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 10, realstack.KueueHighPriority)
-	preempted, ok := waitingMessage(t, ns, func(m string) bool { return strings.Contains(m, "requeued") })
+	preempted, ok := waitingMessage(t, ns, func(m string) bool { return strings.Contains(m, "; requeued in LocalQueue") })
 	require.True(t, ok, "the run ended before saying it was preempted: %s", preempted)
 	assert.Contains(t, preempted, " was preempted by Kueue (InClusterQueue): ")
 	assert.Contains(t, preempted, "; requeued in LocalQueue "+q)
