@@ -35,7 +35,8 @@ type Spec struct {
 	// has not started within it (counted like Timeout); the TrainJob is deleted. Started is an
 	// initializer pod Running or Succeeded, or every trainer node at once (trainjob.Observation
 	// Started); once started it never applies again. A job held by a queue (Suspended) is not
-	// failing to start and is not bounded by it.
+	// failing to start and is not bounded by it: it counts from the last resume (a queue's
+	// admission) when that is later than the creation.
 	StartTimeout *Duration `json:"startTimeout,omitempty"`
 }
 

@@ -22,7 +22,8 @@ const (
 )
 
 // Deadlines bound a step. Both count from Since, else from the TrainJob's creation, so a
-// restarted face keeps the deadline it had.
+// restarted face keeps the deadline it had; StartTimeout counts from the last resume when that
+// is later (a queue's admission: see startFrom).
 type Deadlines struct {
 	// Timeout bounds the whole step; 0 is none.
 	Timeout time.Duration
@@ -46,7 +47,9 @@ type Snapshot struct {
 	// Events are Warning Events about the TrainJob and what it owns (its JobSet, Jobs and pods);
 	// others are ignored.
 	Events []corev1.Event
-	Now    time.Time
+	// Workload is Kueue's Workload of a queued TrainJob (queue.go), nil when there is none.
+	Workload *Workload
+	Now      time.Time
 }
 
 // Verdict is what the policy makes of a snapshot.
@@ -77,7 +80,7 @@ type Verdict struct {
 // looks (a queue backlog, a restart, a leader change).
 func Decide(s Snapshot, d Deadlines) Verdict {
 	tj := s.TrainJob
-	obs := Observe(tj, s.Pods).WithEvents(s.Events)
+	obs := Observe(tj, s.Pods).WithEvents(s.Events).WithWorkload(tj, s.Workload)
 	since := d.Since
 	if since.IsZero() {
 		since = tj.CreationTimestamp.Time
@@ -87,9 +90,10 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 		timeout = since.Add(d.Timeout)
 	}
 	if d.StartTimeout > 0 {
-		start = since.Add(d.StartTimeout)
+		start = startFrom(tj, since).Add(d.StartTimeout)
 	}
 	v := Verdict{Observation: obs}
+	v.Trouble = evictedByKueue(obs) // news: it may be admitted again in a second
 
 	if obs.Phase.Terminal() {
 		return ended(v, s.Now, timeout, d.Timeout)
@@ -222,6 +226,10 @@ func (t Tailer) WithTail(ctx context.Context, v Verdict) Observation {
 	obs := v.Observation
 	pod := v.TailPod
 	if t.Logs == nil || (pod == "" && obs.Phase != PhaseFailed) {
+		return obs
+	}
+	if obs.Remote {
+		obs.Message += "\n(no log tail: the pods ran on the worker cluster; MultiKueue mirrors only the TrainJob's status)"
 		return obs
 	}
 	if pod == "" && t.Pods != nil {

@@ -74,6 +74,15 @@ type Observation struct {
 	// Started says the pods show, now, that the job has started (see AnnotationStartedAt): an
 	// initializer pod runs or ran, or every trainer node runs or ran.
 	Started bool
+	// QueueWait, Preemptions, Evictions and ClusterQueue are what Kueue did (queue.go).
+	QueueWait              *time.Duration
+	Preemptions, Evictions int
+	ClusterQueue           string
+	// Remote says a worker cluster runs the job (MultiKueue, multikueue.go): Cluster names it
+	// (when known) and Undelivered what stays on its pods.
+	Remote      bool
+	Cluster     string
+	Undelivered string
 }
 
 // TrainerPods selects the pods that run the trainer: node, and launcher for MPI runtimes.
@@ -167,6 +176,9 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 	trainerPods := TrainerPods(pods, tj.Name)
 	o.ProgressOff = progressOff(tj, trainerPods)
 	for _, p := range trainerPods {
+		if p.DeletionTimestamp != nil {
+			continue // going away (a preempted or suspended job's pods): its replacement counts
+		}
 		if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded {
 			o.RunningNodes++
 			if o.Node0Pod == "" && p.Status.Phase == corev1.PodRunning {

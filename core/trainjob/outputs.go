@@ -28,6 +28,16 @@ const (
 	OutMetrics        = "metrics"
 	// OutResult is the training function's return value on rank 0, as JSON.
 	OutResult = "result"
+	// OutQueueWait is the seconds from the TrainJob's creation to its last resume (Kueue's last
+	// admission); empty when it was never suspended. OutPreemptions and OutEvictions count
+	// Kueue's preemptions and evictions of any reason.
+	OutQueueWait   = "queue-wait-seconds"
+	OutPreemptions = "preemptions"
+	OutEvictions   = "evictions"
+	// OutCluster is the MultiKueue worker cluster that ran the job (empty when it ran here);
+	// OutUndelivered lists what a step on a MultiKueue manager cannot deliver (Undelivered).
+	OutCluster     = "cluster"
+	OutUndelivered = "undelivered"
 )
 
 // ResultKeyPrefix names the output of one top-level key of a dict result: result-<key>. Argo
@@ -83,21 +93,29 @@ func resultKeys(result string, out map[string]string) {
 
 // OutputNames lists every output, in a stable order.
 var OutputNames = []string{OutName, OutNamespace, OutRuntime, OutFramework, OutPhase, OutReason, OutMessage,
-	OutStartTime, OutCompletionTime, OutDuration, OutNumNodes, OutProgress, OutMetrics, OutResult}
+	OutStartTime, OutCompletionTime, OutDuration, OutNumNodes, OutProgress, OutMetrics, OutResult,
+	OutQueueWait, OutPreemptions, OutEvictions, OutCluster, OutUndelivered}
 
 // Outputs renders the observation as the step's outputs. Every name is always present (empty
 // when unknown), so downstream steps can rely on them.
 func (o Observation) Outputs() map[string]string {
 	out := map[string]string{
-		OutName:      o.Name,
-		OutNamespace: o.Namespace,
-		OutRuntime:   o.Runtime,
-		OutFramework: o.Framework,
-		OutPhase:     string(o.Phase),
-		OutReason:    o.Reason,
-		OutMessage:   o.Message,
-		OutNumNodes:  strconv.Itoa(int(o.NumNodes)),
-		OutResult:    o.Result,
+		OutName:        o.Name,
+		OutNamespace:   o.Namespace,
+		OutRuntime:     o.Runtime,
+		OutFramework:   o.Framework,
+		OutPhase:       string(o.Phase),
+		OutReason:      o.Reason,
+		OutMessage:     o.Message,
+		OutNumNodes:    strconv.Itoa(int(o.NumNodes)),
+		OutResult:      o.Result,
+		OutPreemptions: strconv.Itoa(o.Preemptions),
+		OutEvictions:   strconv.Itoa(o.Evictions),
+		OutCluster:     o.Cluster,
+		OutUndelivered: o.Undelivered,
+	}
+	if o.QueueWait != nil {
+		out[OutQueueWait] = strconv.FormatFloat(o.QueueWait.Seconds(), 'f', 0, 64)
 	}
 	resultKeys(o.Result, out)
 	o.metricOutputs(out)

@@ -155,6 +155,8 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 
 	var last Observation
 	marked := false // this process recorded the start; the watch may not show it yet
+	var queue *workloadWatch
+	defer func() { queue.stop() }()
 	for {
 		obj, exists, err := jobs.GetStore().GetByKey(namespace + "/" + name)
 		if err != nil {
@@ -163,10 +165,15 @@ func (w *Waiter) Wait(ctx context.Context, namespace, name string, opts WaitOpti
 		if !exists {
 			return last, fmt.Errorf("waiting for TrainJob %s/%s: %w", namespace, name, ErrDeleted)
 		}
+		tj := obj.(*trainer.TrainJob)
+		if queue == nil && Queued(tj) {
+			queue = w.watchWorkload(ctx, tj, changed, opts.OnWarning)
+		}
 		v := Decide(Snapshot{
-			TrainJob: obj.(*trainer.TrainJob),
+			TrainJob: tj,
 			Pods:     listOf[corev1.Pod](pods.GetStore()),
 			Events:   listOf[corev1.Event](events.GetStore()),
+			Workload: queue.workload(tj),
 			Now:      w.now(),
 		}, d)
 		if v.Phase.Terminal() {

@@ -364,6 +364,12 @@ func (p *Plugin) snapshot(ctx context.Context, tj *trainer.TrainJob) trainjob.Sn
 	if err := p.cache.List(ctx, events, client.InNamespace(tj.Namespace), client.MatchingFields{trainjob.IndexEventObject: tj.Name}, client.UnsafeDisableDeepCopy); err == nil {
 		s.Events = events.Items
 	}
+	// A queued TrainJob's Workload says, in Kueue's words, why it waits (one LIST, queued jobs only).
+	if w, err := trainjob.FindWorkload(ctx, p.api, tj); err != nil {
+		p.log.Warn("following the TrainJob without Kueue's words", "trainjob", tj.Name, "error", err)
+	} else {
+		s.Workload = w
+	}
 	return s
 }
 

@@ -263,14 +263,14 @@ func setup(mgr manager.Manager, opts Options, ownPods bool) error {
 		run, ok := o.(*v1beta1.CustomRun)
 		return ok && run.RefersTo(APIVersion, Kind)
 	})
-	err = ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&v1beta1.CustomRun{}, builder.WithPredicates(ours)).
 		Owns(&trainer.TrainJob{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podOwner)).
-		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(r.eventOwner)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
-		Complete(r)
+		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(r.eventOwner))
+	b, r.workloads = r.watchWorkloads(mgr, b)
+	err = b.WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the CustomRun controller: %w", err)
 	}

@@ -45,6 +45,8 @@ type Reconciler struct {
 	writes    *writes
 	// ownPods: the pod cache holds only pods carrying trainstep's labels (see unlabelledPods).
 	ownPods bool
+	// workloads reads Kueue's Workloads (workloads.go); nil when Kueue's API was not served.
+	workloads client.Reader
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -371,7 +373,16 @@ func (r *Reconciler) snapshot(ctx context.Context, tj *trainer.TrainJob) (trainj
 	if err := r.client.List(ctx, evs, client.InNamespace(tj.Namespace), client.MatchingFields{trainjob.IndexEventObject: tj.Name}); err != nil {
 		return trainjob.Snapshot{}, fmt.Errorf("listing the Events of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
-	return trainjob.Snapshot{TrainJob: tj, Pods: pods.Items, Events: evs.Items}, nil
+	snap := trainjob.Snapshot{TrainJob: tj, Pods: pods.Items, Events: evs.Items}
+	// A queued TrainJob's Workload says, in Kueue's words, why it waits (from the watch cache).
+	if r.workloads != nil {
+		w, err := trainjob.FindWorkload(ctx, r.workloads, tj)
+		if err != nil {
+			return trainjob.Snapshot{}, err
+		}
+		snap.Workload = w
+	}
+	return snap, nil
 }
 
 // unlabelledPods reads a TrainJob's pods from the apiserver. The pod cache holds only pods

@@ -36,6 +36,8 @@ func trimTrainJob(obj any) (any, error) {
 		Spec: trainer.TrainJobSpec{
 			RuntimeRef: tj.Spec.RuntimeRef,
 			Suspend:    tj.Spec.Suspend,
+			// Read: a MultiKueue job runs on another cluster (trainjob.Remote).
+			ManagedBy: tj.Spec.ManagedBy,
 		},
 		Status: tj.Status,
 	}

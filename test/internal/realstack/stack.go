@@ -621,5 +621,5 @@ func leaveStuckPodsAlone(stage []byte) ([]byte, error) {
 		"    - key: '(.spec.containers[].env // [])[] | select(.name == \"KWOK_IMAGE_PULL_BACKOFF\") | .value'\n"+
 		"      operator: 'DoesNotExist'\n"+
 		fmt.Sprintf("    - key: '(.spec.volumes // [])[] | select(.secret.secretName == %q) | .name'\n", MissingSecret)+
-		"      operator: 'DoesNotExist'\n", 1)), nil
+		"      operator: 'DoesNotExist'\n"+holdReadySelector, 1)), nil
 }

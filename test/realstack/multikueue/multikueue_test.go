@@ -1,0 +1,225 @@
+package multikueue_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/cli"
+	"github.com/trainstep/trainstep/test/internal/realstack"
+	"github.com/trainstep/trainstep/test/internal/testenv"
+)
+
+const (
+	timeout  = 3 * time.Minute
+	interval = 200 * time.Millisecond
+)
+
+type result struct {
+	code           int
+	stdout, stderr string
+	outputs        map[string]string
+}
+
+// executor runs the real binary against the manager, as a pipeline step on the manager would.
+func executor(t *testing.T, ns, step string) result {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "step.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
+	outDir := filepath.Join(dir, "outputs")
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--namespace", ns, "-f", file, "--output-dir", outDir)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+manager.Kubeconfig)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String(), outputs: map[string]string{}}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	entries, _ := os.ReadDir(outDir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(outDir, e.Name()))
+		require.NoError(t, err)
+		r.outputs[e.Name()] = string(b)
+	}
+	return r
+}
+
+// A step on the manager is dispatched to the worker and completes there. On the manager the
+// step reports Running from the status MultiKueue mirrors (there are no pods on the manager),
+// names the worker cluster, and its startTimeout (shorter than the job's run) never deletes the
+// running remote job; the outputs say what stays on the worker's pods.
+func TestMultiKueueStepRunsOnTheWorkerAndCompletes(t *testing.T) {
+	t.Parallel() // a namespace and queue of its own on each cluster, 1 GPU
+	ns := manager.Namespace(t)
+	q := manager.MultiKueueQueue(t, worker, ns, realstack.NodeGPUs)
+	r := executor(t, ns, fmt.Sprintf(`
+framework: torch
+queueName: %s
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: 1}
+  env: {KWOK_RUN_SECONDS: "30"}
+  func: |
+    def train():
+        return {"loss": 0.1}
+timeout: 3m
+startTimeout: 20s
+`, q))
+	t.Logf("stderr:\n%s", r.stderr)
+	require.Equal(t, cli.ExitSucceeded, r.code)
+	name := r.outputs[trainjob.OutName]
+	assert.Equal(t, "Succeeded", r.outputs[trainjob.OutPhase])
+	assert.Contains(t, r.stderr, "Running: TrainJob "+name+" is running on cluster "+realstack.MultiKueueWorker+" (MultiKueue)")
+	assert.Equal(t, realstack.MultiKueueWorker, r.outputs[trainjob.OutCluster])
+	assert.Contains(t, r.outputs[trainjob.OutMessage], "MultiKueue")
+	assert.Equal(t, "", r.outputs[trainjob.OutResult])
+	assert.Equal(t, "result, log", r.outputs[trainjob.OutUndelivered])
+
+	// The manager's TrainJob was Kueue's (managedBy), its Complete condition is the worker's
+	// (mirrored), and the manager made no pods for it. (Kueue deletes the worker's copy once the
+	// job is finished; the cancel test sees it while it runs.)
+	local := &trainer.TrainJob{}
+	require.NoError(t, manager.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, local))
+	assert.Equal(t, trainjob.ManagedByMultiKueue, ptr.Deref(local.Spec.ManagedBy, ""))
+	assert.True(t, meta.IsStatusConditionTrue(local.Status.Conditions, trainer.TrainJobComplete), "mirrored: %+v", local.Status.Conditions)
+	pods := &corev1.PodList{}
+	require.NoError(t, manager.Client.List(t.Context(), pods, client.InNamespace(ns)))
+	assert.Empty(t, pods.Items, "no pods on the manager")
+}
+
+// A node that fails on the worker fails the step on the manager with the worker Trainer's reason
+// and message (mirrored), naming the cluster, and saying the log tail is not delivered rather
+// than looking for pods the manager does not have.
+func TestMultiKueueFailureCarriesTheRemoteCause(t *testing.T) {
+	t.Parallel() // a namespace and queue of its own on each cluster, 1 GPU
+	ns := manager.Namespace(t)
+	q := manager.MultiKueueQueue(t, worker, ns, realstack.NodeGPUs)
+	// Kueue on both clusters reads the runtime (the manager's to size the Workload).
+	rt := manager.InstallNoRetryRuntime(t)
+	require.Equal(t, rt, worker.InstallNoRetryRuntime(t))
+	r := executor(t, ns, fmt.Sprintf(`
+framework: torch
+queueName: %s
+runtime: {name: %s, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: 1}
+  env: {KWOK_FAIL: "1"}
+  func: |
+    def train():
+        raise SystemExit(1)
+timeout: 3m
+`, q, rt))
+	t.Logf("stderr:\n%s", r.stderr)
+	require.Equal(t, cli.ExitFailed, r.code)
+	assert.Equal(t, "Failed", r.outputs[trainjob.OutPhase])
+	// The manager's Failed condition is the worker Trainer's, mirrored (Kueue deletes the
+	// worker's copy once the job is finished).
+	local := &trainer.TrainJob{}
+	require.NoError(t, manager.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: r.outputs[trainjob.OutName]}, local))
+	failed := meta.FindStatusCondition(local.Status.Conditions, trainer.TrainJobFailed)
+	require.NotNil(t, failed, "the worker's Trainer must mark the TrainJob Failed: %+v", local.Status.Conditions)
+	assert.Equal(t, failed.Reason, r.outputs[trainjob.OutReason], "the worker Trainer's own reason")
+	assert.Contains(t, r.outputs[trainjob.OutMessage], failed.Message, "the worker Trainer's own message")
+	assert.Contains(t, r.outputs[trainjob.OutMessage], "it ran on cluster "+realstack.MultiKueueWorker+" (MultiKueue)")
+	assert.Contains(t, r.outputs[trainjob.OutMessage], "(no log tail: the pods ran on the worker cluster")
+	assert.Equal(t, realstack.MultiKueueWorker, r.outputs[trainjob.OutCluster])
+	assert.Equal(t, "result, log", r.outputs[trainjob.OutUndelivered])
+}
+
+// A step stopped on the manager (SIGTERM, as Argo's stop and Tekton's cancel end the
+// executor's pod) while its job runs on the worker deletes the manager's TrainJob; Kueue deletes
+// the remote one, and nothing is left on either cluster.
+func TestMultiKueueCancelOnTheManagerDeletesTheRemoteJob(t *testing.T) {
+	t.Parallel() // a namespace and queue of its own on each cluster, 1 GPU
+	ns := manager.Namespace(t)
+	q := manager.MultiKueueQueue(t, worker, ns, realstack.NodeGPUs)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "step.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`
+framework: torch
+queueName: %s
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: 1}
+  env: {KWOK_RUN_SECONDS: "600"}
+  func: |
+    def train():
+        pass
+`, q)), 0o644))
+	cmd := exec.Command(bin, "run", "--namespace", ns, "-f", file)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+manager.Kubeconfig)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	require.Eventually(t, func() bool {
+		return strings.Contains(stderr.String(), "is running on cluster "+realstack.MultiKueueWorker)
+	}, timeout, interval, "the step must run on the worker: %s", &stderr)
+	require.Len(t, testenv.TrainJobs(t.Context(), t, worker.Client, ns), 1)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	<-exited
+	var ee *exec.ExitError
+	require.ErrorAs(t, waitErr, &ee)
+	assert.Equal(t, cli.ExitInterrupts, ee.ExitCode(), "stderr:\n%s", stderr.String())
+	require.Eventually(t, func() bool {
+		return len(testenv.TrainJobs(t.Context(), t, manager.Client, ns)) == 0 &&
+			len(testenv.TrainJobs(t.Context(), t, worker.Client, ns)) == 0 &&
+			len(workloads(t, manager, ns)) == 0 && len(workloads(t, worker, ns)) == 0
+	}, timeout, interval, "the TrainJobs and Workloads must be gone from both clusters")
+}
+
+func workloads(t *testing.T, s *realstack.Stack, ns string) []unstructured.Unstructured {
+	t.Helper()
+	l := trainjob.NewWorkloadList()
+	require.NoError(t, s.Client.List(t.Context(), l, client.InNamespace(ns)))
+	return l.Items
+}
+
+// syncBuffer is a buffer the executor writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
