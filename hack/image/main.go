@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
-	"time"
 
 	"github.com/trainstep/trainstep/internal/image"
 )
@@ -29,20 +27,15 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	out := fs.String("out", "bin/image", "the directory written")
 	ref := fs.String("image", "trainstep:dev", "the repository:tag the docker tarballs load as")
-	release := fs.String("version", "dev", "the release stamped into the binary and the labels")
-	rev := fs.String("commit", "unknown", "the commit stamped into the binary and the labels")
-	created := fs.Int64("created", 0, "the Unix time of every file and of the config: the commit's (git log -1 --format=%ct)")
-	source := fs.String("source", "https://github.com/trainstep/trainstep", "org.opencontainers.image.source")
-	platforms := fs.String("platforms", strings.Join(image.DefaultPlatforms, ","), "comma-separated os/arch")
+	options := image.BuildFlags(fs, "dev")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	root, err := os.Getwd()
+	opts, err := options()
 	if err != nil {
 		return err
 	}
-	idx, err := image.Build(ctx, image.Options{Root: root, Version: *release, Commit: *rev, Created: time.Unix(*created, 0).UTC(),
-		Source: *source, Platforms: strings.Split(*platforms, ",")})
+	idx, err := image.Build(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"strings"
-	"time"
 
 	"github.com/trainstep/trainstep/internal/image"
 	"github.com/trainstep/trainstep/internal/release"
@@ -31,25 +29,18 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	out := fs.String("out", "dist", "the directory written")
 	repo := fs.String("repository", "ghcr.io/trainstep/trainstep", "where the image is pushed; the install files name repository@digest")
-	rel := fs.String("version", "", "the release, e.g. v0.3.0 (required)")
-	rev := fs.String("commit", "unknown", "the commit stamped into the binary and the labels")
-	created := fs.Int64("created", 0, "the Unix time of every file in the image: the commit's (git log -1 --format=%ct)")
-	source := fs.String("source", "https://github.com/trainstep/trainstep", "org.opencontainers.image.source")
-	platforms := fs.String("platforms", strings.Join(image.DefaultPlatforms, ","), "comma-separated os/arch")
+	options := image.BuildFlags(fs, "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *rel == "" {
-		return fmt.Errorf("--version is required: make release VERSION=v0.3.0")
-	}
-	root, err := os.Getwd()
+	opts, err := options()
 	if err != nil {
 		return err
 	}
-	r, err := release.Write(ctx, release.Options{Repository: *repo, Out: *out, Options: image.Options{
-		Root: root, Version: *rel, Commit: *rev, Created: time.Unix(*created, 0).UTC(), Source: *source,
-		Platforms: strings.Split(*platforms, ","),
-	}})
+	if opts.Version == "" {
+		return fmt.Errorf("--version is required: make release VERSION=v0.3.0")
+	}
+	r, err := release.Write(ctx, release.Options{Repository: *repo, Out: *out, Options: opts})
 	if err != nil {
 		return err
 	}
