@@ -157,7 +157,7 @@ func TestObserveFailedPodAndOutputs(t *testing.T) {
 		OutMessage: o.Message, OutStartTime: "1970-01-01T00:16:40Z", OutCompletionTime: "1970-01-01T00:18:10Z", OutDuration: "90",
 		OutNumNodes: "3", OutProgress: "40", OutMetrics: `{"loss":"0.5"}`, OutResult: "",
 		MetricPrefix + "loss": "0.5",
-		OutQueueWait: "", OutPreemptions: "0", OutEvictions: "0", OutCluster: "", OutUndelivered: "",
+		OutQueueWait:          "", OutPreemptions: "0", OutEvictions: "0", OutCluster: "", OutUndelivered: "",
 	}, o.Outputs())
 	assert.Len(t, o.Outputs(), len(OutputNames)+1, "every output, and one per metric")
 }
