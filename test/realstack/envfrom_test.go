@@ -44,7 +44,7 @@ pod:
   envFrom: [{secretRef: {name: creds}}, {configMapRef: {name: settings}}]
 timeout: 3m
 `)
-	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
+	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
 
 	pods := &corev1.PodList{}
 	require.NoError(t, stack.Client.List(ctx, pods, client.InNamespace(ns)))

@@ -36,11 +36,11 @@ trainer:
 timeout: 30m
 startTimeout: 20m
 `)
-	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
-	t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
-	assert.Equal(t, "Failed", r.outputs["phase"])
-	assert.Equal(t, trainjob.ReasonJobCreationFailed, r.outputs["reason"], "at once, not at startTimeout")
-	msg := r.outputs["message"]
+	require.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
+	t.Logf("stderr:\n%s\nmessage: %s", r.Stderr, r.Outputs["message"])
+	assert.Equal(t, "Failed", r.Outputs["phase"])
+	assert.Equal(t, trainjob.ReasonJobCreationFailed, r.Outputs["reason"], "at once, not at startTimeout")
+	msg := r.Outputs["message"]
 	assert.Contains(t, msg, "the apiserver refuses its Job")
 	assert.Contains(t, msg, "as invalid")
 	assert.Contains(t, msg, `creation failed with error: Job.batch`, "JobSet's own words")
@@ -113,13 +113,13 @@ trainer:
 timeout: 5m
 startTimeout: 20s
 `)
-			require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
-			t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
-			assert.Equal(t, trainjob.ReasonStartTimeout, r.outputs["reason"])
-			assert.Contains(t, r.outputs["message"], "did not start within 20s (startTimeout)")
+			require.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
+			t.Logf("stderr:\n%s\nmessage: %s", r.Stderr, r.Outputs["message"])
+			assert.Equal(t, trainjob.ReasonStartTimeout, r.Outputs["reason"])
+			assert.Contains(t, r.Outputs["message"], "did not start within 20s (startTimeout)")
 			for _, w := range tc.want {
-				assert.Contains(t, r.stderr, w, "the running message says why before the end")
-				assert.Contains(t, r.outputs["message"], w, "startTimeout fails with the cause")
+				assert.Contains(t, r.Stderr, w, "the running message says why before the end")
+				assert.Contains(t, r.Outputs["message"], w, "startTimeout fails with the cause")
 			}
 			require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0 },
 				timeout, interval, "the TrainJob must be deleted")
@@ -147,12 +147,12 @@ pod:
 timeout: 5m
 startTimeout: 20s
 `, realstack.MissingSecretVolume, realstack.MissingSecret, realstack.MissingSecretVolume))
-	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
-	t.Logf("stderr:\n%s\nmessage: %s", r.stderr, r.outputs["message"])
-	assert.Equal(t, trainjob.ReasonStartTimeout, r.outputs["reason"])
+	require.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
+	t.Logf("stderr:\n%s\nmessage: %s", r.Stderr, r.Outputs["message"])
+	assert.Equal(t, trainjob.ReasonStartTimeout, r.Outputs["reason"])
 	want := fmt.Sprintf(`cannot mount its volumes: MountVolume.SetUp failed for volume %q : secret %q not found`,
 		realstack.MissingSecretVolume, realstack.MissingSecret)
-	assert.Contains(t, r.stderr, want, "the running message says why before the end")
-	assert.Contains(t, r.outputs["message"], want, "startTimeout fails with the cause")
-	assert.Regexp(t, `node [01] \(pod [a-z0-9-]+\) cannot mount`, r.outputs["message"], "the pod is named by its role")
+	assert.Contains(t, r.Stderr, want, "the running message says why before the end")
+	assert.Contains(t, r.Outputs["message"], want, "startTimeout fails with the cause")
+	assert.Regexp(t, `node [01] \(pod [a-z0-9-]+\) cannot mount`, r.Outputs["message"], "the pod is named by its role")
 }

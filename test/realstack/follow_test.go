@@ -27,13 +27,13 @@ trainer:
 timeout: 5m
 startTimeout: 10s
 `, realstack.NodeGPUs*2))
-	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
-	assert.Equal(t, "Failed", r.outputs["phase"])
-	assert.Equal(t, "StartTimeout", r.outputs["reason"])
-	assert.Contains(t, r.outputs["message"], "did not start within 10s (startTimeout)")
-	assert.Contains(t, r.outputs["message"], "cannot be scheduled")
-	assert.Contains(t, r.outputs["message"], "Insufficient nvidia.com/gpu")
-	assert.Contains(t, r.stderr, "Insufficient nvidia.com/gpu", "the running message says why before the end")
+	require.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
+	assert.Equal(t, "Failed", r.Outputs["phase"])
+	assert.Equal(t, "StartTimeout", r.Outputs["reason"])
+	assert.Contains(t, r.Outputs["message"], "did not start within 10s (startTimeout)")
+	assert.Contains(t, r.Outputs["message"], "cannot be scheduled")
+	assert.Contains(t, r.Outputs["message"], "Insufficient nvidia.com/gpu")
+	assert.Contains(t, r.Stderr, "Insufficient nvidia.com/gpu", "the running message says why before the end")
 	require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0 },
 		timeout, interval, "the TrainJob must be deleted")
 }
@@ -57,11 +57,11 @@ trainer:
 timeout: 5m
 startTimeout: 20s
 `, realstack.NodeCount+1, realstack.NodeGPUs))
-	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
-	assert.Equal(t, "StartTimeout", r.outputs["reason"])
-	assert.Contains(t, r.stderr, "failed (exit code 1), attempt", "while the Job retries")
-	assert.Contains(t, r.stderr, "the Job is retrying it")
-	assert.Contains(t, r.outputs["message"], "RuntimeError: NCCL error: unhandled system error", "the failing node's log tail")
+	require.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
+	assert.Equal(t, "StartTimeout", r.Outputs["reason"])
+	assert.Contains(t, r.Stderr, "failed (exit code 1), attempt", "while the Job retries")
+	assert.Contains(t, r.Stderr, "the Job is retrying it")
+	assert.Contains(t, r.Outputs["message"], "RuntimeError: NCCL error: unhandled system error", "the failing node's log tail")
 }
 
 // An image that cannot be pulled: the step says so in the kubelet's words while it waits, and
@@ -78,10 +78,10 @@ trainer:
 timeout: 5m
 startTimeout: 10s
 `)
-	require.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s", r.stderr)
-	assert.Equal(t, "StartTimeout", r.outputs["reason"])
-	assert.Contains(t, r.outputs["message"], `ImagePullBackOff: Back-off pulling image "registry.example.com/no-such/image:1"`)
-	assert.Contains(t, r.stderr, "ImagePullBackOff", "the running message says why before the end")
+	require.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
+	assert.Equal(t, "StartTimeout", r.Outputs["reason"])
+	assert.Contains(t, r.Outputs["message"], `ImagePullBackOff: Back-off pulling image "registry.example.com/no-such/image:1"`)
+	assert.Contains(t, r.Stderr, "ImagePullBackOff", "the running message says why before the end")
 	require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0 },
 		timeout, interval, "the TrainJob must be deleted")
 }

@@ -119,7 +119,7 @@ pod:
   envFrom: [{secretRef: {name: s3-credentials, optional: true}, prefix: AWS_}]
 timeout: 3m
 `)
-	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
+	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
 
 	pods := &corev1.PodList{}
 	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(ns)))

@@ -17,12 +17,12 @@ func TestProgressReportingOffIsSaid(t *testing.T) {
 	t.Parallel()
 	ns := stack.Namespace(t)
 	r := executor(t, ns, torchStep)
-	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s", r.stderr)
-	assert.Contains(t, r.stderr, "is running: 2/2 nodes; "+trainjob.ProgressOffNote)
-	assert.Equal(t, "{}", r.outputs["metrics"])
-	assert.Empty(t, r.outputs["progress-percentage"])
+	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s", r.Stderr)
+	assert.Contains(t, r.Stderr, "is running: 2/2 nodes; "+trainjob.ProgressOffNote)
+	assert.Equal(t, "{}", r.Outputs["metrics"])
+	assert.Empty(t, r.Outputs["progress-percentage"])
 
 	dry := executor(t, ns, torchStep, "--dry-run")
-	require.Equal(t, cli.ExitSucceeded, dry.code, "stderr:\n%s", dry.stderr)
-	assert.Contains(t, dry.stderr, "trainstep: "+trainjob.ProgressOffNote)
+	require.Equal(t, cli.ExitSucceeded, dry.Code, "stderr:\n%s", dry.Stderr)
+	assert.Contains(t, dry.Stderr, "trainstep: "+trainjob.ProgressOffNote)
 }

@@ -58,14 +58,14 @@ trainer:
         return {"model_uri": "s3://bucket/model", "notes": "x" * 3500}
 timeout: 3m
 `)
-	assert.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
-	assert.Equal(t, "Failed", r.outputs["phase"])
-	assert.Equal(t, "ResultTruncated", r.outputs["reason"])
-	assert.Contains(t, r.outputs["message"], "completed, but the training function's return value was lost")
-	assert.Contains(t, r.outputs["message"], "the kubelet keeps 3072 bytes of each container's termination message in a pod of 4 containers")
-	assert.Contains(t, r.outputs["message"], "return their URI")
-	assert.Empty(t, r.outputs["result"])
-	assert.Empty(t, r.outputs["result-model_uri"])
+	assert.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
+	assert.Equal(t, "Failed", r.Outputs["phase"])
+	assert.Equal(t, "ResultTruncated", r.Outputs["reason"])
+	assert.Contains(t, r.Outputs["message"], "completed, but the training function's return value was lost")
+	assert.Contains(t, r.Outputs["message"], "the kubelet keeps 3072 bytes of each container's termination message in a pod of 4 containers")
+	assert.Contains(t, r.Outputs["message"], "return their URI")
+	assert.Empty(t, r.Outputs["result"])
+	assert.Empty(t, r.Outputs["result-model_uri"])
 
 	// The command the Trainer runs keeps the result to what this pod holds with a mesh's two
 	// more containers: 12288 ÷ 6.

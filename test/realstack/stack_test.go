@@ -3,7 +3,6 @@ package realstack_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -78,40 +77,16 @@ func TestJobSetWebhookRefusesALongNameOnTheTorchTuneRuntime(t *testing.T) {
 	assert.Contains(t, msg, "will exceed 63 characters")
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-	outputs        map[string]string
+// executor runs the real binary against the stack to its end, as a pipeline step would.
+func executor(t *testing.T, ns, step string, extra ...string) realstack.ExecutorResult {
+	t.Helper()
+	return startExecutor(t, ns, step, extra...).Result(t)
 }
 
-// executor runs the real binary against the stack with KUBECONFIG, as a pipeline step would.
-func executor(t *testing.T, ns, step string, extra ...string) result {
+// startExecutor starts the real binary against the stack, so a test can act while the step waits.
+func startExecutor(t *testing.T, ns, step string, extra ...string) *realstack.Executor {
 	t.Helper()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "step.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
-	outDir := filepath.Join(dir, "outputs")
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"run", "--namespace", ns, "-f", file, "--output-dir", outDir}, extra...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String(), outputs: map[string]string{}}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	entries, _ := os.ReadDir(outDir)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(outDir, e.Name()))
-		require.NoError(t, err)
-		r.outputs[e.Name()] = string(b)
-	}
-	return r
+	return stack.StartExecutor(t, bin, ns, step, timeout, extra...)
 }
 
 const torchStep = `
@@ -129,14 +104,14 @@ func TestExecutorRunsATorchStepToSucceeded(t *testing.T) {
 	t.Parallel()
 	ns := stack.Namespace(t)
 	r := executor(t, ns, torchStep)
-	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
-	assert.Equal(t, "Succeeded", r.outputs["phase"])
-	assert.Equal(t, "torch-distributed", r.outputs["runtime"])
+	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
+	assert.Equal(t, "Succeeded", r.Outputs["phase"])
+	assert.Equal(t, "torch-distributed", r.Outputs["runtime"])
 	// node-0's log, followed through pods/log (kwok serves it), and the progress on the way.
 	for _, line := range realstack.NodeLog {
-		assert.Contains(t, r.stdout, line)
+		assert.Contains(t, r.Stdout, line)
 	}
-	assert.Contains(t, r.stderr, "Running: TrainJob "+r.outputs["trainjob-name"]+" is running: 2/2 nodes")
+	assert.Contains(t, r.Stderr, "Running: TrainJob "+r.Outputs["trainjob-name"]+" is running: 2/2 nodes")
 
 	// The pods really were Job pods of the JobSet, scheduled on kwok Nodes.
 	pods := &corev1.PodList{}
@@ -189,13 +164,13 @@ trainer:
         raise SystemExit(1)
 timeout: 3m
 `)
-	assert.Equal(t, cli.ExitFailed, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
-	assert.Equal(t, "Failed", r.outputs["phase"])
-	t.Logf("message:\n%s", r.outputs["message"])
+	assert.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
+	assert.Equal(t, "Failed", r.Outputs["phase"])
+	t.Logf("message:\n%s", r.Outputs["message"])
 	// The tail comes from pods/log, which the apiserver proxies to kwok.
-	assert.Contains(t, r.outputs["message"], "last lines of")
+	assert.Contains(t, r.Outputs["message"], "last lines of")
 	for _, line := range traceback {
-		assert.Contains(t, r.outputs["message"], line)
+		assert.Contains(t, r.Outputs["message"], line)
 	}
 }
 
@@ -265,11 +240,11 @@ trainer:
         return {"accuracy": 0.93, "model_uri": "s3://bucket/model", "epochs": [1, 2]}
 timeout: 3m
 `)
-	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
-	assert.JSONEq(t, `{"accuracy": 0.93, "model_uri": "s3://bucket/model", "epochs": [1, 2]}`, r.outputs["result"])
-	assert.Equal(t, "0.93", r.outputs["result-accuracy"])
-	assert.Equal(t, "s3://bucket/model", r.outputs["result-model_uri"])
-	assert.Equal(t, "[1,2]", r.outputs["result-epochs"])
+	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
+	assert.JSONEq(t, `{"accuracy": 0.93, "model_uri": "s3://bucket/model", "epochs": [1, 2]}`, r.Outputs["result"])
+	assert.Equal(t, "0.93", r.Outputs["result-accuracy"])
+	assert.Equal(t, "s3://bucket/model", r.Outputs["result-model_uri"])
+	assert.Equal(t, "[1,2]", r.Outputs["result-epochs"])
 
 	// The message really is the pod's, as the kubelet would report it.
 	pods := &corev1.PodList{}

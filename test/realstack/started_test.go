@@ -1,14 +1,8 @@
 package realstack_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,82 +19,6 @@ import (
 	"github.com/trainstep/trainstep/internal/cli"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
-
-// syncBuffer is a buffer the executor writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// runningExecutor is the real binary running a step in the background, as a pipeline step does,
-// so a test can act on the cluster while the step waits.
-type runningExecutor struct {
-	stdout, stderr syncBuffer
-	outDir         string
-	done           chan struct{}
-	err            error
-}
-
-func startExecutor(t *testing.T, ns, step string) *runningExecutor {
-	t.Helper()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "step.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	r := &runningExecutor{outDir: filepath.Join(dir, "outputs"), done: make(chan struct{})}
-	cmd := exec.CommandContext(ctx, bin, "run", "--namespace", ns, "-f", file, "--output-dir", r.outDir)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
-	cmd.Stdout, cmd.Stderr = &r.stdout, &r.stderr
-	require.NoError(t, cmd.Start())
-	go func() {
-		r.err = cmd.Wait()
-		cancel()
-		close(r.done)
-	}()
-	t.Cleanup(func() { cancel(); <-r.done })
-	return r
-}
-
-func (r *runningExecutor) exited() bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// result waits for the executor to end and reads its outputs.
-func (r *runningExecutor) result(t *testing.T) result {
-	t.Helper()
-	<-r.done
-	res := result{stdout: r.stdout.String(), stderr: r.stderr.String(), outputs: map[string]string{}}
-	var ee *exec.ExitError
-	if errors.As(r.err, &ee) {
-		res.code = ee.ExitCode()
-	} else {
-		require.NoError(t, r.err)
-	}
-	entries, _ := os.ReadDir(r.outDir)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(r.outDir, e.Name()))
-		require.NoError(t, err)
-		res.outputs[e.Name()] = string(b)
-	}
-	return res
-}
 
 // nodePod is the running pod of node idx of a TrainJob.
 func nodePod(t *testing.T, ns, job, idx string) *corev1.Pod {
@@ -145,9 +63,9 @@ trainer:
 timeout: 3m
 startTimeout: 30s
 `)
-	require.Eventually(t, func() bool { return run.exited() || strings.Contains(run.stderr.String(), "is running: 2/2 nodes") },
+	require.Eventually(t, func() bool { return run.Exited() || strings.Contains(run.Stderr.String(), "is running: 2/2 nodes") },
 		timeout, interval, "the step must see both nodes run")
-	require.False(t, run.exited(), "stderr:\n%s", run.stderr.String())
+	require.False(t, run.Exited(), "stderr:\n%s", run.Stderr.String())
 	tj := onlyTrainJob(t, ns)
 	victim := nodePod(t, ns, tj.Name, "0")
 
@@ -156,21 +74,21 @@ startTimeout: 30s
 	require.NoError(t, stack.Evict(t.Context(), ns, victim.Name, why))
 	// The replacement waits for a Node until well past the startTimeout, and the step says so.
 	require.Eventually(t, func() bool {
-		return run.exited() || (time.Since(tj.CreationTimestamp.Time) > startTimeout+2*time.Second &&
-			strings.Contains(run.stderr.String(), "its replacement (pod ") && strings.Contains(run.stderr.String(), "were unschedulable"))
+		return run.Exited() || (time.Since(tj.CreationTimestamp.Time) > startTimeout+2*time.Second &&
+			strings.Contains(run.Stderr.String(), "its replacement (pod ") && strings.Contains(run.Stderr.String(), "were unschedulable"))
 	}, timeout, interval, "the step must report the replacement waiting for a Node")
-	require.False(t, run.exited(), "the step ended while node 0's replacement waited:\nstderr:\n%s", run.stderr.String())
+	require.False(t, run.Exited(), "the step ended while node 0's replacement waited:\nstderr:\n%s", run.Stderr.String())
 	uncordon()
 
-	r := run.result(t)
-	t.Logf("stderr:\n%s", r.stderr)
-	require.Equal(t, cli.ExitSucceeded, r.code)
-	assert.Equal(t, "Succeeded", r.outputs["phase"])
-	assert.Contains(t, r.stderr, "Running: TrainJob "+tj.Name+" is running: 1/2 nodes; node 0 (pod "+victim.Name+") was evicted, attempt 1: "+why)
-	assert.Contains(t, r.stderr, "the Job is retrying it: its replacement (pod ")
-	started := strings.Index(r.stderr, "Running: ")
+	r := run.Result(t)
+	t.Logf("stderr:\n%s", r.Stderr)
+	require.Equal(t, cli.ExitSucceeded, r.Code)
+	assert.Equal(t, "Succeeded", r.Outputs["phase"])
+	assert.Contains(t, r.Stderr, "Running: TrainJob "+tj.Name+" is running: 1/2 nodes; node 0 (pod "+victim.Name+") was evicted, attempt 1: "+why)
+	assert.Contains(t, r.Stderr, "the Job is retrying it: its replacement (pod ")
+	started := strings.Index(r.Stderr, "Running: ")
 	require.GreaterOrEqual(t, started, 0)
-	assert.NotContains(t, r.stderr[started:], "Pending: ", "a started job is never reported pending again")
+	assert.NotContains(t, r.Stderr[started:], "Pending: ", "a started job is never reported pending again")
 	tj = onlyTrainJob(t, ns)
 	_, err := time.Parse(time.RFC3339, tj.Annotations[trainjob.AnnotationStartedAt])
 	assert.NoError(t, err, "the start is recorded on the TrainJob: %v", tj.Annotations)
@@ -223,10 +141,10 @@ trainer:
 timeout: 3m
 startTimeout: 10s
 `)
-	t.Logf("stderr:\n%s", r.stderr)
-	require.Equal(t, cli.ExitSucceeded, r.code)
-	assert.Equal(t, "Succeeded", r.outputs["phase"])
-	assert.Contains(t, r.stderr, "Running: TrainJob "+r.outputs["trainjob-name"]+" is initializing: model-initializer running")
+	t.Logf("stderr:\n%s", r.Stderr)
+	require.Equal(t, cli.ExitSucceeded, r.Code)
+	assert.Equal(t, "Succeeded", r.Outputs["phase"])
+	assert.Contains(t, r.Stderr, "Running: TrainJob "+r.Outputs["trainjob-name"]+" is initializing: model-initializer running")
 	tj := onlyTrainJob(t, ns)
 	assert.NotEmpty(t, tj.Annotations[trainjob.AnnotationStartedAt], "the start is recorded on the TrainJob")
 	// The initializer really ran longer than the startTimeout before the node started.

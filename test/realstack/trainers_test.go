@@ -116,10 +116,10 @@ func TestEveryTrainerKindSucceedsOnTheRealStack(t *testing.T) {
 			t.Parallel()
 			ns := stack.Namespace(t)
 			r := executor(t, ns, c.step+"\ntimeout: 3m\n", c.args...)
-			require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
-			assert.Equal(t, "Succeeded", r.outputs["phase"])
-			assert.Equal(t, c.runtime, r.outputs["runtime"])
-			name := r.outputs["trainjob-name"]
+			require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
+			assert.Equal(t, "Succeeded", r.Outputs["phase"])
+			assert.Equal(t, c.runtime, r.Outputs["runtime"])
+			name := r.Outputs["trainjob-name"]
 			require.NotEmpty(t, name)
 			if strings.HasPrefix(c.name, "TorchTune") {
 				assert.Contains(t, name, "x7k2p-train", "the TrainJob's name should carry the step key")
@@ -168,8 +168,8 @@ trainer:
   func: `+funcBody+`
 timeout: 3m
 `)
-	require.Equal(t, cli.ExitSucceeded, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
-	byJob := stepPods(t, ns, r.outputs["trainjob-name"])
+	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
+	byJob := stepPods(t, ns, r.Outputs["trainjob-name"])
 	require.Len(t, byJob["node"], 1)
 	p := byJob["node"][0]
 	assert.Equal(t, realstack.AscendNode, p.Spec.NodeName)

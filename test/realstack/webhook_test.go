@@ -169,8 +169,8 @@ func TestTorchTuneOnTwoNodesIsRefusedBeforeCreating(t *testing.T) {
 	ns := stack.Namespace(t)
 	r := executor(t, ns, "framework: torchtune\nruntime: {name: "+torchtuneRuntime+"}\ntrainer: {numNodes: 2, epochs: 1}\n",
 		"--step-key", pipelineStepKey, "--owner-uid", pipelineOwnerUID)
-	assert.Equal(t, cli.ExitInvalid, r.code, "stderr:\n%s", r.stderr)
-	assert.Contains(t, r.stderr, "trainer.numNodes")
+	assert.Equal(t, cli.ExitInvalid, r.Code, "stderr:\n%s", r.Stderr)
+	assert.Contains(t, r.Stderr, "trainer.numNodes")
 	tjs := &trainer.TrainJobList{}
 	require.NoError(t, stack.Client.List(t.Context(), tjs, client.InNamespace(ns)))
 	assert.Empty(t, tjs.Items)

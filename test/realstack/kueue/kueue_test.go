@@ -91,16 +91,16 @@ func TestKueueQueuedStepIsNotFailedByStartTimeoutAndCompletes(t *testing.T) {
 	stack.KueueBlocker(t, ns, q, realstack.NodeGPUs, 45, "")
 
 	r := executor(t, ns, queuedStep(q, 1, "startTimeout: 20s\n"))
-	t.Logf("stderr:\n%s", r.stderr)
-	require.Equal(t, cli.ExitSucceeded, r.code)
-	assert.Equal(t, "Succeeded", r.outputs["phase"])
-	assert.Contains(t, r.stderr, "Suspended: TrainJob "+r.outputs["trainjob-name"]+" is queued in LocalQueue "+q+" (Workload ")
-	assert.Contains(t, r.stderr, "waiting: couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor "+realstack.KueueFlavor+", 8 more needed")
-	wait, err := strconv.Atoi(r.outputs["queue-wait-seconds"])
-	require.NoError(t, err, "queue-wait-seconds: %q", r.outputs["queue-wait-seconds"])
+	t.Logf("stderr:\n%s", r.Stderr)
+	require.Equal(t, cli.ExitSucceeded, r.Code)
+	assert.Equal(t, "Succeeded", r.Outputs["phase"])
+	assert.Contains(t, r.Stderr, "Suspended: TrainJob "+r.Outputs["trainjob-name"]+" is queued in LocalQueue "+q+" (Workload ")
+	assert.Contains(t, r.Stderr, "waiting: couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor "+realstack.KueueFlavor+", 8 more needed")
+	wait, err := strconv.Atoi(r.Outputs["queue-wait-seconds"])
+	require.NoError(t, err, "queue-wait-seconds: %q", r.Outputs["queue-wait-seconds"])
 	// The premise: it waited in the queue for longer than its startTimeout.
 	assert.Greater(t, wait, int(startTimeout.Seconds()))
-	assert.Equal(t, "0", r.outputs["preemptions"])
+	assert.Equal(t, "0", r.Outputs["preemptions"])
 }
 
 // A running low-priority step is preempted by a high-priority TrainJob in its ClusterQueue: its
@@ -111,21 +111,21 @@ func TestKueuePreemptedStepIsRequeuedAndCompletes(t *testing.T) {
 	ns := stack.Namespace(t)
 	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
 	low := startExecutor(t, ns, queuedStep(q, 20, fmt.Sprintf("startTimeout: 30s\nlabels: {kueue.x-k8s.io/priority-class: %s}\n", realstack.KueueLowPriority)))
-	require.Eventually(t, func() bool { return low.exited() || strings.Contains(low.stderr.String(), "is running: 1/1 nodes") },
+	require.Eventually(t, func() bool { return low.Exited() || strings.Contains(low.Stderr.String(), "is running: 1/1 nodes") },
 		timeout, interval, "the low-priority step must run")
-	require.False(t, low.exited(), "stderr:\n%s", low.stderr.String())
+	require.False(t, low.Exited(), "stderr:\n%s", low.Stderr.String())
 
 	high := executor(t, ns, queuedStep(q, 1, fmt.Sprintf("labels: {kueue.x-k8s.io/priority-class: %s}\n", realstack.KueueHighPriority)))
-	require.Equal(t, cli.ExitSucceeded, high.code, "stderr:\n%s", high.stderr)
+	require.Equal(t, cli.ExitSucceeded, high.Code, "stderr:\n%s", high.Stderr)
 
-	r := low.result(t)
-	t.Logf("stderr:\n%s", r.stderr)
-	require.Equal(t, cli.ExitSucceeded, r.code)
-	assert.Equal(t, "Succeeded", r.outputs["phase"])
-	assert.Contains(t, r.stderr, "Suspended: TrainJob "+r.outputs["trainjob-name"]+" was preempted by Kueue (InClusterQueue): ")
-	assert.Contains(t, r.stderr, "; requeued in LocalQueue "+q)
-	assert.Equal(t, "1", r.outputs["preemptions"])
-	assert.Equal(t, "1", r.outputs["evictions"])
+	r := low.Result(t)
+	t.Logf("stderr:\n%s", r.Stderr)
+	require.Equal(t, cli.ExitSucceeded, r.Code)
+	assert.Equal(t, "Succeeded", r.Outputs["phase"])
+	assert.Contains(t, r.Stderr, "Suspended: TrainJob "+r.Outputs["trainjob-name"]+" was preempted by Kueue (InClusterQueue): ")
+	assert.Contains(t, r.Stderr, "; requeued in LocalQueue "+q)
+	assert.Equal(t, "1", r.Outputs["preemptions"])
+	assert.Equal(t, "1", r.Outputs["evictions"])
 }
 
 // An admitted step whose pods are not Ready within Kueue's waitForPodsReady timeout is evicted
@@ -149,25 +149,25 @@ timeout: 3m
 startTimeout: 1m
 `, q, realstack.HoldReadyEnv))
 	require.Eventually(t, func() bool {
-		return run.exited() || strings.Contains(run.stderr.String(), "(PodsReadyTimeout)")
+		return run.Exited() || strings.Contains(run.Stderr.String(), "(PodsReadyTimeout)")
 	}, timeout, interval, "Kueue must evict the step whose pods are not Ready")
-	require.False(t, run.exited(), "stderr:\n%s", run.stderr.String())
+	require.False(t, run.Exited(), "stderr:\n%s", run.Stderr.String())
 	// The pods of the second admission (made after the TrainJob was resumed again) may run.
 	require.Eventually(t, func() bool {
 		tj := onlyTrainJob(t, ns)
 		resumed := trainjob.LastResumed(tj)
-		return run.exited() || (!ptr.Deref(tj.Spec.Suspend, true) && tj.Status.Conditions != nil &&
+		return run.Exited() || (!ptr.Deref(tj.Spec.Suspend, true) && tj.Status.Conditions != nil &&
 			!resumed.IsZero() && resumed.After(tj.CreationTimestamp.Time) && stack.ReleaseHeldPods(t, ns, resumed) > 0)
 	}, timeout, interval, "Kueue must admit the step again")
 
-	r := run.result(t)
-	t.Logf("stderr:\n%s", r.stderr)
-	require.Equal(t, cli.ExitSucceeded, r.code)
-	assert.Equal(t, "Succeeded", r.outputs["phase"])
-	assert.Contains(t, r.stderr, "Suspended: TrainJob "+r.outputs["trainjob-name"]+" was evicted by Kueue (PodsReadyTimeout): ")
-	assert.Contains(t, r.stderr, "; requeued in LocalQueue "+q)
-	assert.Equal(t, "0", r.outputs["preemptions"])
-	assert.Equal(t, "1", r.outputs["evictions"])
+	r := run.Result(t)
+	t.Logf("stderr:\n%s", r.Stderr)
+	require.Equal(t, cli.ExitSucceeded, r.Code)
+	assert.Equal(t, "Succeeded", r.Outputs["phase"])
+	assert.Contains(t, r.Stderr, "Suspended: TrainJob "+r.Outputs["trainjob-name"]+" was evicted by Kueue (PodsReadyTimeout): ")
+	assert.Contains(t, r.Stderr, "; requeued in LocalQueue "+q)
+	assert.Equal(t, "0", r.Outputs["preemptions"])
+	assert.Equal(t, "1", r.Outputs["evictions"])
 }
 
 // A step stopped while queued (SIGTERM, as Argo's stop and Tekton's cancel end the executor's
@@ -177,14 +177,14 @@ func TestKueueStepCancelledWhileQueuedLeavesNothing(t *testing.T) {
 	q := stack.KueueQueue(t, ns, 0) // never admits a GPU job
 	run := startExecutor(t, ns, queuedStep(q, 1, ""))
 	require.Eventually(t, func() bool {
-		return run.exited() || strings.Contains(run.stderr.String(), "insufficient quota for nvidia.com/gpu")
+		return run.Exited() || strings.Contains(run.Stderr.String(), "insufficient quota for nvidia.com/gpu")
 	}, timeout, interval, "the step must say it is queued")
-	require.False(t, run.exited(), "stderr:\n%s", run.stderr.String())
+	require.False(t, run.Exited(), "stderr:\n%s", run.Stderr.String())
 	require.Len(t, workloads(t, ns), 1)
 
-	require.NoError(t, run.cmd.Process.Signal(syscall.SIGTERM))
-	r := run.result(t)
-	assert.Equal(t, cli.ExitInterrupts, r.code, "stderr:\n%s", r.stderr)
+	run.Signal(t, syscall.SIGTERM)
+	r := run.Result(t)
+	assert.Equal(t, cli.ExitInterrupts, r.Code, "stderr:\n%s", r.Stderr)
 	require.Eventually(t, func() bool {
 		return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0 && len(workloads(t, ns)) == 0
 	}, timeout, interval, "the TrainJob and its Workload must be gone")

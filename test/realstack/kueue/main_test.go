@@ -5,14 +5,10 @@
 package kueue_test
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,92 +45,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-	outputs        map[string]string
-}
-
-// syncBuffer is a buffer the executor writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// runningExecutor is the real binary running a step in the background, as a pipeline step does.
-type runningExecutor struct {
-	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
-	outDir         string
-	done           chan struct{}
-	err            error
-}
-
-func startExecutor(t *testing.T, ns, step string) *runningExecutor {
+// startExecutor starts the real binary against the stack, as a pipeline step does, so a test can
+// act on the cluster while the step waits.
+func startExecutor(t *testing.T, ns, step string) *realstack.Executor {
 	t.Helper()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "step.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	r := &runningExecutor{outDir: filepath.Join(dir, "outputs"), done: make(chan struct{})}
-	r.cmd = exec.CommandContext(ctx, bin, "run", "--namespace", ns, "-f", file, "--output-dir", r.outDir)
-	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
-	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
-	require.NoError(t, r.cmd.Start())
-	go func() {
-		r.err = r.cmd.Wait()
-		cancel()
-		close(r.done)
-	}()
-	t.Cleanup(func() { cancel(); <-r.done })
-	return r
-}
-
-func (r *runningExecutor) exited() bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// result waits for the executor to end and reads its outputs.
-func (r *runningExecutor) result(t *testing.T) result {
-	t.Helper()
-	<-r.done
-	res := result{stdout: r.stdout.String(), stderr: r.stderr.String(), outputs: map[string]string{}}
-	var ee *exec.ExitError
-	if errors.As(r.err, &ee) {
-		res.code = ee.ExitCode()
-	} else {
-		require.NoError(t, r.err)
-	}
-	entries, _ := os.ReadDir(r.outDir)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(r.outDir, e.Name()))
-		require.NoError(t, err)
-		res.outputs[e.Name()] = string(b)
-	}
-	return res
+	return stack.StartExecutor(t, bin, ns, step, timeout)
 }
 
 // executor runs the real binary to its end.
-func executor(t *testing.T, ns, step string) result {
+func executor(t *testing.T, ns, step string) realstack.ExecutorResult {
 	t.Helper()
-	return startExecutor(t, ns, step).result(t)
+	return startExecutor(t, ns, step).Result(t)
 }
 
 func onlyTrainJob(t *testing.T, ns string) *trainer.TrainJob {

@@ -1,15 +1,8 @@
 package multikueue_test
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,40 +27,11 @@ const (
 	interval = 200 * time.Millisecond
 )
 
-type result struct {
-	code           int
-	stdout, stderr string
-	outputs        map[string]string
-}
-
-// executor runs the real binary against the manager, as a pipeline step on the manager would.
-func executor(t *testing.T, ns, step string) result {
+// executor runs the real binary against the manager to its end, as a pipeline step on the
+// manager would.
+func executor(t *testing.T, ns, step string) realstack.ExecutorResult {
 	t.Helper()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "step.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
-	outDir := filepath.Join(dir, "outputs")
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "run", "--namespace", ns, "-f", file, "--output-dir", outDir)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+manager.Kubeconfig)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String(), outputs: map[string]string{}}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	entries, _ := os.ReadDir(outDir)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(outDir, e.Name()))
-		require.NoError(t, err)
-		r.outputs[e.Name()] = string(b)
-	}
-	return r
+	return manager.StartExecutor(t, bin, ns, step, timeout).Result(t)
 }
 
 // A step on the manager is dispatched to the worker and completes there. On the manager the
@@ -91,15 +55,15 @@ trainer:
 timeout: 3m
 startTimeout: 20s
 `, q))
-	t.Logf("stderr:\n%s", r.stderr)
-	require.Equal(t, cli.ExitSucceeded, r.code)
-	name := r.outputs[trainjob.OutName]
-	assert.Equal(t, "Succeeded", r.outputs[trainjob.OutPhase])
-	assert.Contains(t, r.stderr, "Running: TrainJob "+name+" is running on cluster "+realstack.MultiKueueWorker+" (MultiKueue)")
-	assert.Equal(t, realstack.MultiKueueWorker, r.outputs[trainjob.OutCluster])
-	assert.Contains(t, r.outputs[trainjob.OutMessage], "MultiKueue")
-	assert.Equal(t, "", r.outputs[trainjob.OutResult])
-	assert.Equal(t, "result, log", r.outputs[trainjob.OutUndelivered])
+	t.Logf("stderr:\n%s", r.Stderr)
+	require.Equal(t, cli.ExitSucceeded, r.Code)
+	name := r.Outputs[trainjob.OutName]
+	assert.Equal(t, "Succeeded", r.Outputs[trainjob.OutPhase])
+	assert.Contains(t, r.Stderr, "Running: TrainJob "+name+" is running on cluster "+realstack.MultiKueueWorker+" (MultiKueue)")
+	assert.Equal(t, realstack.MultiKueueWorker, r.Outputs[trainjob.OutCluster])
+	assert.Contains(t, r.Outputs[trainjob.OutMessage], "MultiKueue")
+	assert.Equal(t, "", r.Outputs[trainjob.OutResult])
+	assert.Equal(t, "result, log", r.Outputs[trainjob.OutUndelivered])
 
 	// The manager's TrainJob was Kueue's (managedBy), its Complete condition is the worker's
 	// (mirrored), and the manager made no pods for it. (Kueue deletes the worker's copy once the
@@ -136,21 +100,21 @@ trainer:
         raise SystemExit(1)
 timeout: 3m
 `, q, rt))
-	t.Logf("stderr:\n%s", r.stderr)
-	require.Equal(t, cli.ExitFailed, r.code)
-	assert.Equal(t, "Failed", r.outputs[trainjob.OutPhase])
+	t.Logf("stderr:\n%s", r.Stderr)
+	require.Equal(t, cli.ExitFailed, r.Code)
+	assert.Equal(t, "Failed", r.Outputs[trainjob.OutPhase])
 	// The manager's Failed condition is the worker Trainer's, mirrored (Kueue deletes the
 	// worker's copy once the job is finished).
 	local := &trainer.TrainJob{}
-	require.NoError(t, manager.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: r.outputs[trainjob.OutName]}, local))
+	require.NoError(t, manager.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: r.Outputs[trainjob.OutName]}, local))
 	failed := meta.FindStatusCondition(local.Status.Conditions, trainer.TrainJobFailed)
 	require.NotNil(t, failed, "the worker's Trainer must mark the TrainJob Failed: %+v", local.Status.Conditions)
-	assert.Equal(t, failed.Reason, r.outputs[trainjob.OutReason], "the worker Trainer's own reason")
-	assert.Contains(t, r.outputs[trainjob.OutMessage], failed.Message, "the worker Trainer's own message")
-	assert.Contains(t, r.outputs[trainjob.OutMessage], "it ran on cluster "+realstack.MultiKueueWorker+" (MultiKueue)")
-	assert.Contains(t, r.outputs[trainjob.OutMessage], "(no log tail: the pods ran on the worker cluster")
-	assert.Equal(t, realstack.MultiKueueWorker, r.outputs[trainjob.OutCluster])
-	assert.Equal(t, "result, log", r.outputs[trainjob.OutUndelivered])
+	assert.Equal(t, failed.Reason, r.Outputs[trainjob.OutReason], "the worker Trainer's own reason")
+	assert.Contains(t, r.Outputs[trainjob.OutMessage], failed.Message, "the worker Trainer's own message")
+	assert.Contains(t, r.Outputs[trainjob.OutMessage], "it ran on cluster "+realstack.MultiKueueWorker+" (MultiKueue)")
+	assert.Contains(t, r.Outputs[trainjob.OutMessage], "(no log tail: the pods ran on the worker cluster")
+	assert.Equal(t, realstack.MultiKueueWorker, r.Outputs[trainjob.OutCluster])
+	assert.Equal(t, "result, log", r.Outputs[trainjob.OutUndelivered])
 }
 
 // A step stopped on the manager (SIGTERM, as Argo's stop and Tekton's cancel end the
@@ -160,9 +124,7 @@ func TestMultiKueueCancelOnTheManagerDeletesTheRemoteJob(t *testing.T) {
 	t.Parallel() // a namespace and queue of its own on each cluster, 1 GPU
 	ns := manager.Namespace(t)
 	q := manager.MultiKueueQueue(t, worker, ns, realstack.NodeGPUs)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "step.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`
+	run := manager.StartExecutor(t, bin, ns, fmt.Sprintf(`
 framework: torch
 queueName: %s
 trainer:
@@ -172,26 +134,15 @@ trainer:
   func: |
     def train():
         pass
-`, q)), 0o644))
-	cmd := exec.Command(bin, "run", "--namespace", ns, "-f", file)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+manager.Kubeconfig)
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	var waitErr error
-	exited := make(chan struct{})
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+`, q), timeout)
 	require.Eventually(t, func() bool {
-		return strings.Contains(stderr.String(), "is running on cluster "+realstack.MultiKueueWorker)
-	}, timeout, interval, "the step must run on the worker: %s", &stderr)
+		return strings.Contains(run.Stderr.String(), "is running on cluster "+realstack.MultiKueueWorker)
+	}, timeout, interval, "the step must run on the worker: %s", &run.Stderr)
 	require.Len(t, testenv.TrainJobs(t.Context(), t, worker.Client, ns), 1)
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	<-exited
-	var ee *exec.ExitError
-	require.ErrorAs(t, waitErr, &ee)
-	assert.Equal(t, cli.ExitInterrupts, ee.ExitCode(), "stderr:\n%s", stderr.String())
+	run.Signal(t, syscall.SIGTERM)
+	res := run.Result(t)
+	assert.Equal(t, cli.ExitInterrupts, res.Code, "stderr:\n%s", res.Stderr)
 	require.Eventually(t, func() bool {
 		return len(testenv.TrainJobs(t.Context(), t, manager.Client, ns)) == 0 &&
 			len(testenv.TrainJobs(t.Context(), t, worker.Client, ns)) == 0 &&
@@ -204,22 +155,4 @@ func workloads(t *testing.T, s *realstack.Stack, ns string) []unstructured.Unstr
 	l := trainjob.NewWorkloadList()
 	require.NoError(t, s.Client.List(t.Context(), l, client.InNamespace(ns)))
 	return l.Items
-}
-
-// syncBuffer is a buffer the executor writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,14 +1,7 @@
 package progress_test
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,73 +22,10 @@ const (
 	interval = 200 * time.Millisecond
 )
 
-// syncBuffer is a bytes.Buffer a running process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// run is `executor run` started in the background.
-type run struct {
-	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
-	outDir         string
-	done           chan struct{}
-	err            error
-}
-
-func startExecutor(t *testing.T, ns, step string, extra ...string) *run {
+// startExecutor starts `executor run` against the stack in the background.
+func startExecutor(t *testing.T, ns, step string, extra ...string) *realstack.Executor {
 	t.Helper()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "step.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
-	r := &run{stdout: &syncBuffer{}, stderr: &syncBuffer{}, outDir: filepath.Join(dir, "outputs"), done: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	t.Cleanup(cancel)
-	r.cmd = exec.CommandContext(ctx, bin, append([]string{"run", "--namespace", ns, "-f", file, "--output-dir", r.outDir}, extra...)...)
-	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
-	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
-	require.NoError(t, r.cmd.Start())
-	go func() { r.err = r.cmd.Wait(); close(r.done) }()
-	t.Cleanup(func() { cancel(); <-r.done })
-	return r
-}
-
-// wait returns the exit code and outputs once the executor exits.
-func (r *run) wait(t *testing.T) (int, map[string]string) {
-	t.Helper()
-	select {
-	case <-r.done:
-	case <-time.After(timeout):
-		t.Fatalf("the executor did not exit; stderr:\n%s", r.stderr.String())
-	}
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(r.err, &ee) {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, r.err)
-	}
-	outs := map[string]string{}
-	entries, _ := os.ReadDir(r.outDir)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(r.outDir, e.Name()))
-		require.NoError(t, err)
-		outs[e.Name()] = string(b)
-	}
-	return code, outs
+	return stack.StartExecutor(t, bin, ns, step, timeout, extra...)
 }
 
 // node0 waits for the running node-0 pod of the namespace's one TrainJob.
@@ -165,7 +95,7 @@ func TestRankZeroReportsThroughTheStatusServer(t *testing.T) {
 	assert.Contains(t, managers, "trainer-status", "the status server wrote the status")
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, r.stderr.String(), "42% · 12m left · loss=0.31 acc=0.88")
+		assert.Contains(c, r.Stderr.String(), "42% · 12m left · loss=0.31 acc=0.88")
 	}, timeout, interval)
 
 	require.NoError(t, rep.Report(t.Context(), ptr.To[int32](100), ptr.To[int32](0), [2]string{"loss", "0.12"}, [2]string{"acc", "0.95"}, [2]string{"eval/f1", "0.7"}))
@@ -176,8 +106,9 @@ func TestRankZeroReportsThroughTheStatusServer(t *testing.T) {
 		assert.Equal(c, int32(100), ptr.Deref(got.Status.TrainerStatus.ProgressPercentage, -1))
 	}, timeout, interval)
 	require.NoError(t, stack.Release(t.Context(), ns, tj.Name))
-	exit, outs := r.wait(t)
-	require.Equal(t, cli.ExitSucceeded, exit, "stderr:\n%s", r.stderr.String())
+	res := r.Result(t)
+	exit, outs := res.Code, res.Outputs
+	require.Equal(t, cli.ExitSucceeded, exit, "stderr:\n%s", r.Stderr.String())
 	assert.Equal(t, "0.12", outs["metric-loss"])
 	assert.Equal(t, "0.95", outs["metric-acc"])
 	assert.Equal(t, "0.7", outs["metric-eval-f1"])
@@ -192,11 +123,11 @@ func TestDryRunSaysProgressReportingIsOn(t *testing.T) {
 	r := startExecutor(t, ns, heldStep)
 	stack.Rank0(t, ns, "")
 	dry := startExecutor(t, ns, heldStep, "--dry-run")
-	code, _ := dry.wait(t)
-	require.Equal(t, cli.ExitSucceeded, code, dry.stderr.String())
-	assert.Regexp(t, `progress reporting: on \(pod \S+ got KUBEFLOW_TRAINER_SERVER_URL from the Trainer\)`, dry.stderr.String())
+	code := dry.Result(t).Code
+	require.Equal(t, cli.ExitSucceeded, code, dry.Stderr.String())
+	assert.Regexp(t, `progress reporting: on \(pod \S+ got KUBEFLOW_TRAINER_SERVER_URL from the Trainer\)`, dry.Stderr.String())
 	require.NoError(t, stack.Release(t.Context(), ns, ""))
-	code, _ = r.wait(t)
-	require.Equal(t, cli.ExitSucceeded, code, r.stderr.String())
-	assert.NotContains(t, r.stderr.String(), "progress reporting is off")
+	code = r.Result(t).Code
+	require.Equal(t, cli.ExitSucceeded, code, r.Stderr.String())
+	assert.NotContains(t, r.Stderr.String(), "progress reporting is off")
 }

@@ -1,0 +1,97 @@
+package realstack
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
+)
+
+// Executor is the real `executor run` against a stack, started in the background the way a
+// pipeline step runs it (the step in a file, KUBECONFIG, --output-dir), so a test can act on the
+// cluster while the step waits.
+type Executor struct {
+	// Stdout and Stderr are what the executor wrote so far.
+	Stdout, Stderr harnessutil.SyncBuffer
+	cmd            *exec.Cmd
+	outDir         string
+	done           chan struct{}
+	err            error
+}
+
+// ExecutorResult is how an executor run ended: its exit code, what it wrote, and its outputs
+// (one file each in --output-dir).
+type ExecutorResult struct {
+	Code           int
+	Stdout, Stderr string
+	Outputs        map[string]string
+}
+
+// StartExecutor starts binary bin running step in namespace ns against s, with extra flags after
+// the step's. The run is killed after timeout and when the test ends.
+func (s *Stack) StartExecutor(t *testing.T, bin, ns, step string, timeout time.Duration, extra ...string) *Executor {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "step.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
+	e := &Executor{outDir: filepath.Join(dir, "outputs"), done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	e.cmd = exec.CommandContext(ctx, bin, append([]string{"run", "--namespace", ns, "-f", file, "--output-dir", e.outDir}, extra...)...)
+	e.cmd.Env = append(os.Environ(), "KUBECONFIG="+s.Kubeconfig)
+	e.cmd.Stdout, e.cmd.Stderr = &e.Stdout, &e.Stderr
+	if err := e.cmd.Start(); err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	go func() {
+		e.err = e.cmd.Wait()
+		cancel()
+		close(e.done)
+	}()
+	t.Cleanup(func() { cancel(); <-e.done })
+	return e
+}
+
+// Signal sends sig to the executor, as a pipeline engine stopping the step does.
+func (e *Executor) Signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	require.NoError(t, e.cmd.Process.Signal(sig))
+}
+
+// Exited says whether the executor has ended.
+func (e *Executor) Exited() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Result waits for the executor to end (at the latest when its timeout kills it) and reads its
+// outputs.
+func (e *Executor) Result(t *testing.T) ExecutorResult {
+	t.Helper()
+	<-e.done
+	res := ExecutorResult{Stdout: e.Stdout.String(), Stderr: e.Stderr.String(), Outputs: map[string]string{}}
+	var ee *exec.ExitError
+	if errors.As(e.err, &ee) {
+		res.Code = ee.ExitCode()
+	} else {
+		require.NoError(t, e.err)
+	}
+	entries, _ := os.ReadDir(e.outDir)
+	for _, f := range entries {
+		b, err := os.ReadFile(filepath.Join(e.outDir, f.Name()))
+		require.NoError(t, err)
+		res.Outputs[f.Name()] = string(b)
+	}
+	return res
+}
