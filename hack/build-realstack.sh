@@ -45,7 +45,8 @@ build "sigs.k8s.io/kwok@$KWOK_VERSION" ./cmd/kwok kwok
 
 # Manifests, copied as they are in the modules (the harness rewrites webhook clientConfigs at run time).
 m=$dir/manifests
-if [[ ! -f "$m/.done" ]]; then
+# .done-2 marks the layout with the release's version files (an older cache directory is redone).
+if [[ ! -f "$m/.done-2" ]]; then
 	rm -rf "$m"
 	mkdir -p "$m/trainer/crds" "$m/trainer/runtimes" "$m/jobset/crds" "$m/kwok/stages"
 	t=$(moddir "github.com/kubeflow/trainer/v2@$TRAINER_VERSION")
@@ -53,7 +54,10 @@ if [[ ! -f "$m/.done" ]]; then
 	k=$(moddir "sigs.k8s.io/kwok@$KWOK_VERSION")
 	cp "$t"/manifests/base/crds/trainer.kubeflow.org_*.yaml "$m/trainer/crds/"
 	cp "$t/manifests/base/webhook/manifests.yaml" "$m/trainer/webhooks.yaml"
-	cp "$t/manifests/base/manager/controller_manager_config.yaml" "$m/trainer/controller_manager_config.yaml"
+	# Trainer v2.0.x has no Configuration file: its manager takes flags (the harness starts it so).
+	if [[ -f "$t/manifests/base/manager/controller_manager_config.yaml" ]]; then
+		cp "$t/manifests/base/manager/controller_manager_config.yaml" "$m/trainer/controller_manager_config.yaml"
+	fi
 	cp "$t"/manifests/base/runtimes/*_distributed.yaml "$m/trainer/runtimes/"
 	cp "$t"/manifests/base/runtimes/torchtune/llama3_2/*.yaml "$m/trainer/runtimes/"
 	cp "$j"/config/components/crd/bases/*.yaml "$m/jobset/crds/"
@@ -63,7 +67,9 @@ if [[ ! -f "$m/.done" ]]; then
 	for s in pod-create pod-ready pod-complete pod-delete; do
 		cp "$k/kustomize/stage/pod/general/$s.yaml" "$m/kwok/stages/"
 	done
+	echo "$TRAINER_VERSION" >"$m/trainer/version"
+	echo "$JOBSET_VERSION" >"$m/jobset/version"
 	chmod -R u+w "$m"
-	touch "$m/.done"
+	touch "$m/.done-2"
 fi
 echo "real stack assets in $dir" >&2

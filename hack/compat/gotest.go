@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/trainstep/trainstep/internal/compat"
 )
 
 // event is one line of `go test -json` (cmd/test2json).
@@ -19,31 +21,12 @@ type event struct {
 	Output  string
 }
 
-// caseResult is one top-level test of one package: a case of the table.
-type caseResult struct {
-	Name string `json:"name"`
-	// Status is pass, fail or skip.
-	Status string `json:"status"`
-	// Failure is the first failure line of the test or its subtests, for a failed case.
-	Failure string `json:"failure,omitempty"`
-}
-
-// faceResult is one test package under one release.
-type faceResult struct {
-	Package string `json:"package"`
-	// Status is pass or fail; a package that failed without a failing test (TestMain, build)
-	// has Failure set and may have no cases.
-	Status  string       `json:"status"`
-	Failure string       `json:"failure,omitempty"`
-	Cases   []caseResult `json:"cases"`
-}
-
 // parseGoTest reads `go test -json` output and returns one result per package, in package order.
-func parseGoTest(r io.Reader, modulePrefix string) ([]faceResult, error) {
+func parseGoTest(r io.Reader, modulePrefix string) ([]compat.Face, error) {
 	type pkgState struct {
 		status string
 		output []string
-		cases  map[string]*caseResult
+		cases  map[string]*compat.Case
 		order  []string
 		// outputs of each top-level test, its subtests' included
 		testOut map[string][]string
@@ -53,7 +36,7 @@ func parseGoTest(r io.Reader, modulePrefix string) ([]faceResult, error) {
 		if s, ok := pkgs[p]; ok {
 			return s
 		}
-		s := &pkgState{cases: map[string]*caseResult{}, testOut: map[string][]string{}}
+		s := &pkgState{cases: map[string]*compat.Case{}, testOut: map[string][]string{}}
 		pkgs[p] = s
 		return s
 	}
@@ -78,7 +61,7 @@ func parseGoTest(r io.Reader, modulePrefix string) ([]faceResult, error) {
 		case ev.Test == top && (ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip"):
 			c, ok := s.cases[top]
 			if !ok {
-				c = &caseResult{Name: top}
+				c = &compat.Case{Name: top}
 				s.cases[top] = c
 				s.order = append(s.order, top)
 			}
@@ -93,10 +76,10 @@ func parseGoTest(r io.Reader, modulePrefix string) ([]faceResult, error) {
 		names = append(names, p)
 	}
 	sort.Strings(names)
-	var out []faceResult
+	var out []compat.Face
 	for _, p := range names {
 		s := pkgs[p]
-		f := faceResult{Package: strings.TrimPrefix(p, modulePrefix), Status: s.status}
+		f := compat.Face{Package: strings.TrimPrefix(p, modulePrefix), Status: s.status}
 		if f.Status == "skip" { // no test files
 			continue
 		}
@@ -106,6 +89,7 @@ func parseGoTest(r io.Reader, modulePrefix string) ([]faceResult, error) {
 			if c.Status == "fail" {
 				c.Failure = firstFailure(s.testOut[name])
 			}
+			c.Notes = notes(s.testOut[name])
 			f.Cases = append(f.Cases, c)
 		}
 		if f.Status == "" { // the stream ended before the package did (killed, timed out)
@@ -122,7 +106,7 @@ func parseGoTest(r io.Reader, modulePrefix string) ([]faceResult, error) {
 	return out, nil
 }
 
-func anyFailed(cs []caseResult) bool {
+func anyFailed(cs []compat.Case) bool {
 	for _, c := range cs {
 		if c.Status == "fail" {
 			return true
@@ -221,4 +205,18 @@ func firstPackageFailure(lines []string) string {
 		return first
 	}
 	return "the package failed outside any test (no output)"
+}
+
+// notes are the NotePrefix lines of a test's output (its subtests' too), each once.
+func notes(lines []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, l := range lines {
+		_, note, ok := strings.Cut(l, compat.NotePrefix)
+		if note = strings.TrimSpace(note); ok && note != "" && !seen[note] {
+			seen[note] = true
+			out = append(out, note)
+		}
+	}
+	return out
 }

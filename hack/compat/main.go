@@ -23,12 +23,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/trainstep/trainstep/internal/compat"
 )
 
 const modulePrefix = "github.com/trainstep/trainstep/"
 
 func main() {
-	rowsFlag := flag.String("rows", "", "rows to run: systems (argo,tekton,k8s,trainer), rows (argo@v4.0.7) or all; empty runs every row not deferred")
+	rowsFlag := flag.String("rows", "", "rows to run: systems (argo,tekton,k8s,trainer), rows (argo@v4.0.7) or all; empty runs every row")
 	results := flag.String("results", "docs/compatibility.json", "per-row results, read and updated")
 	out := flag.String("out", "docs/compatibility.md", "the generated table")
 	cache := flag.String("cache", defaultCache(), "the asset cache (~/.cache/trainstep)")
@@ -62,10 +64,11 @@ func defaultCache() string {
 
 func run(ctx context.Context, cfg config) error {
 	all := matrix(cfg.cache)
-	store, err := loadResults(cfg.results)
+	ran, err := compat.Load(cfg.results)
 	if err != nil {
 		return err
 	}
+	store := compat.ByID(ran)
 	if cfg.renderOnly {
 		return os.WriteFile(cfg.out, []byte(render(all, store)), 0o644)
 	}
@@ -111,8 +114,8 @@ func run(ctx context.Context, cfg config) error {
 
 // runRow builds the row's assets, then runs its packages. A row whose assets cannot be built or
 // whose suite cannot run is an error with the reason, never skipped.
-func runRow(ctx context.Context, r row, cfg config, logs string) rowResult {
-	res := rowResult{ID: r.ID(), System: r.System, Version: r.Version, Date: time.Now().UTC().Format(time.RFC3339)}
+func runRow(ctx context.Context, r row, cfg config, logs string) compat.Row {
+	res := compat.Row{ID: r.ID(), System: r.System, Version: r.Version, Date: time.Now().UTC().Format(time.RFC3339)}
 	buildLog := filepath.Join(logs, r.ID()+"-build.log")
 	cached := assetsPresent(r)
 	start := time.Now()
@@ -148,7 +151,7 @@ func runRow(ctx context.Context, r row, cfg config, logs string) rowResult {
 
 // runTests runs the row's packages, then each of its test-only modules, and returns their
 // faces. testErr is go test's own failure; err says the suite could not run at all.
-func runTests(ctx context.Context, r row, cfg config, logs string, env []string) (faces []faceResult, testErr, err error) {
+func runTests(ctx context.Context, r row, cfg config, logs string, env []string) (faces []compat.Face, testErr, err error) {
 	type run struct{ dir, log string }
 	runs := []run{{dir: "", log: filepath.Join(logs, r.ID()+"-test.json")}}
 	for i, m := range r.Modules {
@@ -160,6 +163,9 @@ func runTests(ctx context.Context, r row, cfg config, logs string, env []string)
 			pkgs = []string{"./..."}
 		}
 		args := []string{"go", "test", "-json", "-count=1", "-timeout", cfg.timeout.String()}
+		if len(r.Tags) > 0 {
+			args = append(args, "-tags="+strings.Join(append(goflagsTags(), r.Tags...), ","))
+		}
 		if r.Serial {
 			args = append(args, "-p", "1")
 		}
@@ -179,6 +185,18 @@ func runTests(ctx context.Context, r row, cfg config, logs string, env []string)
 		testErr = errors.Join(testErr, runErr)
 	}
 	return faces, testErr, nil
+}
+
+// goflagsTags are the build tags GOFLAGS sets (the Makefile's nomsgpack): a -tags flag on the
+// command line replaces them, so a row's own tags are added to these.
+func goflagsTags() []string {
+	var tags []string
+	for _, f := range strings.Fields(os.Getenv("GOFLAGS")) {
+		if v, ok := strings.CutPrefix(f, "-tags="); ok {
+			tags = append(tags, strings.Split(v, ",")...)
+		}
+	}
+	return tags
 }
 
 // checkRelease reads the row's binary's build info (go version -m) and fails unless its main
@@ -259,27 +277,9 @@ func gitCommit(ctx context.Context) (string, error) {
 }
 
 // loadResults reads the per-row results; a missing file is an empty table.
-func loadResults(file string) (map[string]rowResult, error) {
-	store := map[string]rowResult{}
-	b, err := os.ReadFile(file)
-	if errors.Is(err, os.ErrNotExist) {
-		return store, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var list []rowResult
-	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("reading %s (delete it to start the table anew): %w", file, err)
-	}
-	for _, r := range list {
-		store[r.ID] = r
-	}
-	return store, nil
-}
 
-func saveResults(file string, store map[string]rowResult) error {
-	list := make([]rowResult, 0, len(store))
+func saveResults(file string, store map[string]compat.Row) error {
+	list := make([]compat.Row, 0, len(store))
 	for _, r := range matrix("") { // matrix order, so the file diffs well
 		if res, ok := store[r.ID()]; ok {
 			list = append(list, res)

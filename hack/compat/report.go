@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/trainstep/trainstep/internal/compat"
 )
 
 // systemTitle names each system's section.
@@ -18,7 +20,7 @@ const notRun = "not run yet"
 
 // render is docs/compatibility.md: a summary of every row, then per system a version × face ×
 // case table, each cell from the row's last run, and each failure's first line.
-func render(all []row, store map[string]rowResult) string {
+func render(all []row, store map[string]compat.Row) string {
 	var b strings.Builder
 	b.WriteString(`# Compatibility
 
@@ -28,7 +30,9 @@ Which releases of Argo, Tekton, Kubernetes and the Kubeflow Trainer trainstep is
 by what: each row is one release, its suites run by ` + "`make test-compat`" + ` with that release's
 own binaries (built from its pinned Go module, [testing.md](testing.md#the-compatibility-matrix-make-test-compat)).
 A cell is the row's last run, on the commit, date and machine the summary names. ✓: the test
-passed. ✗: it failed; the failure's first line is under the table. "not run yet": no run of that
+passed. ✓ with a number: it passed on a release that lacks what the test exercises, and proved
+what trainstep does instead (refuses the step by name at plan time, or does the job itself); the
+note under the table says which.  ✗: it failed; the failure's first line is under the table. "not run yet": no run of that
 row has been recorded, so nothing is claimed. –: the case did not exist in that run (a test
 added or renamed since). Bold releases are the ones ` + "`make test`" + ` runs.
 
@@ -46,7 +50,7 @@ added or renamed since). Bold releases are the ones ` + "`make test`" + ` runs.
 	return b.String()
 }
 
-func writeSummary(b *strings.Builder, all []row, store map[string]rowResult) {
+func writeSummary(b *strings.Builder, all []row, store map[string]compat.Row) {
 	b.WriteString("## Summary\n\n")
 	b.WriteString("| system | release | result | faces | date (UTC) | commit | machine | assets (s) | tests (s) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
@@ -54,11 +58,7 @@ func writeSummary(b *strings.Builder, all []row, store map[string]rowResult) {
 		res, ok := store[r.ID()]
 		faces := strings.Join(append(trimPackages(r.Packages), r.Modules...), ", ")
 		if !ok {
-			why := notRun
-			if r.Deferred != "" {
-				why += ": " + r.Deferred
-			}
-			fmt.Fprintf(b, "| %s | %s | %s | %s | | | | | |\n", r.System, release(r), why, faces)
+			fmt.Fprintf(b, "| %s | %s | %s | %s | | | | | |\n", r.System, release(r), notRun, faces)
 			continue
 		}
 		build := fmt.Sprintf("%d", res.BuildSeconds)
@@ -89,7 +89,7 @@ func trimPackages(pkgs []string) []string {
 }
 
 // summaryCell is ✓ or ✗ with the count of cases that passed.
-func summaryCell(res rowResult) string {
+func summaryCell(res compat.Row) string {
 	if res.Status == "error" {
 		return "✗ " + clean(res.Reason)
 	}
@@ -114,24 +114,24 @@ func summaryCell(res rowResult) string {
 
 type caseKey struct{ face, name string }
 
-func writeSystem(b *strings.Builder, sys string, rows []row, store map[string]rowResult) {
+func writeSystem(b *strings.Builder, sys string, rows []row, store map[string]compat.Row) {
 	fmt.Fprintf(b, "## %s\n\n", systemTitle[sys])
 	// The cases are every top-level test any run of this system reported, per face.
 	seen := map[caseKey]bool{}
-	cells := map[string]map[caseKey]caseResult{}
-	var ran []rowResult
+	cells := map[string]map[caseKey]compat.Case{}
+	var ran []compat.Row
 	for _, r := range rows {
 		res, ok := store[r.ID()]
 		if !ok {
 			continue
 		}
 		ran = append(ran, res)
-		cells[r.ID()] = map[caseKey]caseResult{}
+		cells[r.ID()] = map[caseKey]compat.Case{}
 		for _, f := range res.Faces {
 			if len(f.Cases) == 0 || f.Failure != "" {
 				k := caseKey{f.Package, "(the package)"}
 				seen[k] = true
-				cells[r.ID()][k] = caseResult{Name: k.name, Status: f.Status, Failure: f.Failure}
+				cells[r.ID()][k] = compat.Case{Name: k.name, Status: f.Status, Failure: f.Failure}
 			}
 			for _, c := range f.Cases {
 				k := caseKey{f.Package, c.Name}
@@ -155,7 +155,7 @@ func writeSystem(b *strings.Builder, sys string, rows []row, store map[string]ro
 		return keys[i].name < keys[j].name
 	})
 
-	var failures []string
+	var failures, notes []string
 	fmt.Fprintf(b, "<details><summary>%d cases × %d releases</summary>\n\n", len(keys), len(rows))
 	b.WriteString("| face | case |")
 	for _, r := range rows {
@@ -180,6 +180,12 @@ func writeSystem(b *strings.Builder, sys string, rows []row, store map[string]ro
 				switch {
 				case !ok:
 					b.WriteString(" – |")
+				case c.Status == "pass" && len(c.Notes) > 0:
+					first := len(notes) + 1
+					for _, n := range c.Notes {
+						notes = append(notes, fmt.Sprintf("%s, %s %s: %s", r.ID(), k.face, k.name, clean(n)))
+					}
+					fmt.Fprintf(b, " ✓ [%d](#%s-notes) |", first, sys)
 				case c.Status == "pass":
 					b.WriteString(" ✓ |")
 				case c.Status == "skip":
@@ -197,6 +203,13 @@ func writeSystem(b *strings.Builder, sys string, rows []row, store map[string]ro
 		if res.Status == "error" {
 			failures = append(failures, fmt.Sprintf("%s, the whole row: %s", res.ID, clean(res.Reason)))
 		}
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(b, "### %s notes\n\n", sys)
+		for i, n := range notes {
+			fmt.Fprintf(b, "%d. %s\n", i+1, n)
+		}
+		b.WriteString("\n")
 	}
 	if len(failures) > 0 {
 		fmt.Fprintf(b, "### %s failures\n\n", sys)

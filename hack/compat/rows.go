@@ -32,9 +32,9 @@ type row struct {
 	// Modules are test-only modules (directories with their own go.mod) whose packages run in
 	// the row too: a proof against the release's own Go types, which the main go.mod lacks.
 	Modules []string
-	// Deferred says why the row runs only when named explicitly (ROWS=trainer@v2.2.1): its
-	// harness is not ready to run that release as the release's own manifests do.
-	Deferred string
+	// Tags are build tags the row's packages need beside the Makefile's (compat: suites that
+	// need assets `make test-assets` does not build, such as a second Trainer release).
+	Tags []string
 }
 
 // ID is how ROWS names the row: system@version.
@@ -71,52 +71,49 @@ func matrix(cache string) []row {
 	for _, v := range []string{"1.33.13", "1.36.3", "1.37.2"} {
 		dir := filepath.Join(cache, "k8s", "v"+v)
 		rows = append(rows, row{System: "k8s", Version: v, Default: v == "1.36.3", Env: "KUBEBUILDER_ASSETS", Dir: dir,
-			Build:  []string{"bash", "hack/build-control-plane.sh", dir, v, "kube-controller-manager"},
+			Build:  []string{"bash", "hack/build-control-plane.sh", dir, v, "kube-controller-manager", "kube-scheduler"},
 			Binary: "kube-apiserver", Module: "k8s.io/kubernetes",
-			Packages: []string{"./internal/...", "./test/integration/..."}})
+			// The real stack too: the pinned Trainer and JobSet on this apiserver and scheduler.
+			Packages: []string{"./internal/...", "./test/integration/...", "./test/realstack"}})
 	}
 	for _, tj := range trainerJobSet {
-		name := fmt.Sprintf("trainer-%s-jobset-%s-kwok-%s", tj[0], tj[1], realstackKwok)
-		dir := filepath.Join(cache, "realstack", name)
-		r := row{System: "trainer", Version: tj[0], Default: tj[0] == "v2.3.0", Env: "REALSTACK_ASSETS", Dir: dir,
-			Build:    []string{"bash", "hack/build-realstack.sh", dir},
+		r := row{System: "trainer", Version: tj[0], Default: tj[0] == "v2.3.0", Env: "REALSTACK_ASSETS", Dir: realstackDir(cache, tj),
+			Build:    []string{"bash", "hack/build-realstack.sh", realstackDir(cache, tj)},
 			BuildEnv: []string{"TRAINER_VERSION=" + tj[0], "JOBSET_VERSION=" + tj[1], "KWOK_VERSION=" + realstackKwok},
 			Packages: []string{"./test/realstack"}}
-		if tj[0] != "v2.3.0" {
-			r.Deferred = "the real stack does not yet run this release as its own manifests do (issue 17, Trainer rows)"
+		if tj[0] == upgradeFrom {
+			// The upgrade to the next release under a running step; the next release's assets
+			// are the pinned ones `make test-assets` builds (test/realstack/upgrade).
+			r.Packages = append(r.Packages, "./test/realstack/upgrade")
+			r.Tags = []string{"compat"}
 		}
 		rows = append(rows, r)
 	}
 	return rows
 }
 
+// upgradeFrom is the Trainer release the upgrade test starts on; it upgrades to the pinned one.
+const upgradeFrom = "v2.2.1"
+
+// realstackDir is where hack/build-realstack.sh builds a Trainer release and its JobSet.
+func realstackDir(cache string, tj [2]string) string {
+	return filepath.Join(cache, "realstack", fmt.Sprintf("trainer-%s-jobset-%s-kwok-%s", tj[0], tj[1], realstackKwok))
+}
+
 // selectRows picks the rows ROWS names: a comma-separated list of systems (argo), rows
-// (argo@v4.0.7) or "all". Empty means every row that is not deferred; a deferred row runs
-// only when named as system@version.
+// (argo@v4.0.7) or "all"; empty is all.
 func selectRows(all []row, spec string) ([]row, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" || spec == "all" {
-		var out []row
-		for _, r := range all {
-			if r.Deferred == "" {
-				out = append(out, r)
-			}
-		}
-		return out, nil
+		return all, nil
 	}
 	picked := map[string]bool{}
 	for _, s := range strings.Split(spec, ",") {
 		s = strings.TrimSpace(s)
 		found := false
 		for _, r := range all {
-			switch {
-			case s == r.ID():
+			if s == r.ID() || s == r.System {
 				picked[r.ID()], found = true, true
-			case s == r.System:
-				found = true
-				if r.Deferred == "" {
-					picked[r.ID()] = true
-				}
 			}
 		}
 		if !found {

@@ -33,6 +33,7 @@ func Files() []File {
 		{Path: "charts/trainstep/values.yaml", Make: chartValues},
 		{Path: "charts/trainstep/templates/argo.yaml", Make: chartTemplate("argo")},
 		{Path: "charts/trainstep/templates/tekton.yaml", Make: chartTemplate("tekton")},
+		{Path: "README.md", Make: readmeCompatibility},
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/trainstep/trainstep/internal/compat"
 )
 
 const root = "../.."
@@ -21,9 +23,11 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 // Stale notices a hand edit, and Write repairs it and says which file it rewrote.
 func TestStaleFindsAndWriteRepairsAnEdit(t *testing.T) {
 	dir := t.TempDir()
-	// The generators' inputs: manifests/ (plugin.yaml, and every face the chart is made from).
+	// The generators' inputs: manifests/ (plugin.yaml, and every face the chart is made from),
+	// and the compatibility results the README's table is made from.
 	inputs, err := filepath.Glob(filepath.Join(root, "manifests", "*", "*.yaml"))
 	require.NoError(t, err)
+	inputs = append(inputs, filepath.Join(root, "docs", "compatibility.json"))
 	files := Files()
 	for _, in := range inputs {
 		rel, err := filepath.Rel(root, in)
@@ -52,4 +56,27 @@ func TestStaleFindsAndWriteRepairsAnEdit(t *testing.T) {
 	stale, err = Stale(dir)
 	require.NoError(t, err)
 	assert.Empty(t, stale)
+}
+
+// The README promises a release only when its last run passed every case; a failed or unrunnable
+// row is named with why, and a system with no run says so.
+func TestCompatBlockPromisesOnlyWhatPassed(t *testing.T) {
+	rows := []compat.Row{
+		{ID: "trainer@v2.0.1", System: "trainer", Version: "v2.0.1", Status: "pass", Faces: []compat.Face{{Cases: []compat.Case{
+			{Name: "TestPod", Status: "pass", Notes: []string{"no pod mechanism: refused by name"}}}}}},
+		{ID: "trainer@v2.3.0", System: "trainer", Version: "v2.3.0", Status: "pass"},
+		{ID: "argo@v3.6.12", System: "argo", Version: "v3.6.12", Status: "fail", Faces: []compat.Face{{Cases: []compat.Case{
+			{Name: "TestA", Status: "fail"}, {Name: "TestB", Status: "pass"}}}}},
+		{ID: "argo@v4.0.7", System: "argo", Version: "v4.0.7", Status: "error", Reason: "its assets could not be built"},
+		{ID: "tekton@v1.3.0", System: "tekton", Version: "v1.3.0", Status: "pass"},
+	}
+	block := compatBlock(rows)
+	for _, want := range []string{
+		"| Kubeflow Trainer (+ the JobSet its go.mod requires) | v2.0.1 (1 note), v2.3.0 |  |",
+		"| Argo Workflows (workflow-controller + argoexec agent) |  | v3.6.12 (1 cases failed, see docs/compatibility.md), v4.0.7 (could not run: its assets could not be built) |",
+		"| Tekton Pipelines | v1.3.0 |  |",
+		"| Kubernetes (kube-apiserver, kube-controller-manager) |  | no release run yet |",
+	} {
+		assert.Contains(t, block, want)
+	}
 }

@@ -99,14 +99,14 @@ func (s *Stack) InstallCRDs(ctx context.Context, patterns ...string) error {
 }
 
 // installWebhooks creates the webhook configurations of file with each clientConfig.service
-// replaced by a URL on 127.0.0.1:port and the stack's CA; rename maps manifest names to the
-// names to create.
-func (s *Stack) installWebhooks(ctx context.Context, file string, port int, rename func(string) string) error {
+// replaced by the URL base+path and caBundle (none: a manager that manages its own certificate
+// patches it in); rename maps manifest names to the names to create. One already there is
+// replaced, as `kubectl apply` of a new release's manifests does.
+func (s *Stack) installWebhooks(ctx context.Context, file, base string, caBundle []byte, rename func(string) string) error {
 	objs, err := readObjects(file)
 	if err != nil {
 		return err
 	}
-	ca := base64.StdEncoding.EncodeToString(s.pki.caPEM)
 	for _, o := range objs {
 		whs, ok, err := unstructured.NestedSlice(o.Object, "webhooks")
 		if err != nil {
@@ -121,16 +121,20 @@ func (s *Stack) installWebhooks(ctx context.Context, file string, port int, rena
 			if path == "" {
 				return fmt.Errorf("webhook %v of %s has no clientConfig.service.path", wh["name"], file)
 			}
-			wh["clientConfig"] = map[string]any{
-				"url":      fmt.Sprintf("https://127.0.0.1:%d%s", port, path),
-				"caBundle": ca,
+			cc := map[string]any{"url": base + path}
+			if caBundle != nil {
+				cc["caBundle"] = base64.StdEncoding.EncodeToString(caBundle)
 			}
+			wh["clientConfig"] = cc
 			whs[i] = wh
 		}
 		if err := unstructured.SetNestedSlice(o.Object, whs, "webhooks"); err != nil {
 			return err
 		}
 		o.SetName(rename(o.GetName()))
+		if err := client.IgnoreNotFound(s.Client.Delete(ctx, o.DeepCopy())); err != nil {
+			return fmt.Errorf("replacing %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
 		if err := s.Client.Create(ctx, o); err != nil {
 			return fmt.Errorf("creating %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
@@ -183,13 +187,14 @@ func (s *Stack) certTmpdir(name string, kp keyPair) (string, error) {
 	return tmp, nil
 }
 
-func (s *Stack) startJobSet(ctx context.Context, kp keyPair, webhookPort, healthPort int) error {
+// startJobSet starts the JobSet manager of s.Assets under name (its log file).
+func (s *Stack) startJobSet(ctx context.Context, name string, kp keyPair, webhookPort, healthPort int) error {
 	m := filepath.Join(s.Assets, "manifests", "jobset")
-	if err := s.installWebhooks(ctx, filepath.Join(m, "webhooks.yaml"), webhookPort,
+	if err := s.installWebhooks(ctx, filepath.Join(m, "webhooks.yaml"), fmt.Sprintf("https://127.0.0.1:%d", webhookPort), s.pki.caPEM,
 		func(n string) string { return "jobset-" + n }); err != nil {
 		return err
 	}
-	cfg := filepath.Join(s.dir, "jobset-config.yaml")
+	cfg := filepath.Join(s.dir, name+"-config.yaml")
 	if err := managerConfig(filepath.Join(m, "controller_manager_config.yaml"), cfg, map[string]any{
 		"leaderElection.leaderElect":    false,
 		"internalCertManagement.enable": false,
@@ -200,11 +205,11 @@ func (s *Stack) startJobSet(ctx context.Context, kp keyPair, webhookPort, health
 	}); err != nil {
 		return err
 	}
-	tmp, err := s.certTmpdir("jobset", kp)
+	tmp, err := s.certTmpdir(name, kp)
 	if err != nil {
 		return err
 	}
-	p, err := s.start("jobset", filepath.Join(s.Assets, "jobset-manager"), []string{"TMPDIR=" + tmp},
+	p, err := s.start(name, filepath.Join(s.Assets, "jobset-manager"), []string{"TMPDIR=" + tmp},
 		"--config="+cfg, "--kubeconfig="+s.Kubeconfig)
 	if err != nil {
 		return err
@@ -212,21 +217,39 @@ func (s *Stack) startJobSet(ctx context.Context, kp keyPair, webhookPort, health
 	return s.waitManager(ctx, p, healthPort, webhookPort)
 }
 
-func (s *Stack) startTrainer(ctx context.Context, kp keyPair, webhookPort, healthPort, statusPort int, opts Options) error {
-	m := filepath.Join(s.Assets, "manifests", "trainer")
-	names := map[string]string{
-		"validating-webhook-configuration": "validator.trainer.kubeflow.org",
-		"mutating-webhook-configuration":   "defaulter.trainer.kubeflow.org",
+// trainerWebhookName is the name the Trainer's manifests give a webhook configuration (kustomize
+// renames the two the module generates).
+func trainerWebhookName(n string) string {
+	switch n {
+	case "validating-webhook-configuration":
+		return "validator.trainer.kubeflow.org"
+	case "mutating-webhook-configuration":
+		return "defaulter.trainer.kubeflow.org"
 	}
-	if err := s.installWebhooks(ctx, filepath.Join(m, "webhooks.yaml"), webhookPort, func(n string) string {
-		if r, ok := names[n]; ok {
-			return r
-		}
-		return "trainer-" + n
-	}); err != nil {
+	return "trainer-" + n
+}
+
+// startTrainer starts the Trainer manager of s.Assets under name (its log file), the way its
+// release runs (release.go).
+func (s *Stack) startTrainer(ctx context.Context, name string, kp keyPair, webhookPort, healthPort, statusPort int, opts Options) error {
+	m := filepath.Join(s.Assets, "manifests", "trainer")
+	flags, err := trainerTakesFlags(s.Assets)
+	if err != nil {
 		return err
 	}
-	cfg := filepath.Join(s.dir, "trainer-config.yaml")
+	if flags {
+		return s.startFlagsTrainer(ctx, m, name, webhookPort, healthPort, opts)
+	}
+	if err := s.installWebhooks(ctx, filepath.Join(m, "webhooks.yaml"), fmt.Sprintf("https://127.0.0.1:%d", webhookPort), s.pki.caPEM,
+		trainerWebhookName); err != nil {
+		return err
+	}
+	src := filepath.Join(m, "controller_manager_config.yaml")
+	hasStatusServer, err := configHas(src, "statusServer")
+	if err != nil {
+		return err
+	}
+	cfg := filepath.Join(s.dir, name+"-config.yaml")
 	set := map[string]any{
 		"leaderElection.leaderElect":    false,
 		"certManagement.enable":         false,
@@ -234,15 +257,21 @@ func (s *Stack) startTrainer(ctx context.Context, kp keyPair, webhookPort, healt
 		"webhook.host":                  "127.0.0.1",
 		"metrics.bindAddress":           "0",
 		"health.healthProbeBindAddress": fmt.Sprintf("127.0.0.1:%d", healthPort),
-		"statusServer.port":             int64(statusPort),
+	}
+	// The manager decodes its Configuration strictly: a field its release lacks stops it.
+	if hasStatusServer {
+		set["statusServer.port"] = int64(statusPort)
 	}
 	if opts.TrainJobStatus {
+		if !hasStatusServer {
+			return errors.New("this Trainer release has no status server (TrainJobStatus is v2.2 and later)")
+		}
 		set["featureGates.TrainJobStatus"] = true // as the Helm chart's manager.config.featureGates sets it
 	}
-	if err := managerConfig(filepath.Join(m, "controller_manager_config.yaml"), cfg, set); err != nil {
+	if err := managerConfig(src, cfg, set); err != nil {
 		return err
 	}
-	tmp, err := s.certTmpdir("trainer", kp)
+	tmp, err := s.certTmpdir(name, kp)
 	if err != nil {
 		return err
 	}
@@ -252,7 +281,7 @@ func (s *Stack) startTrainer(ctx context.Context, kp keyPair, webhookPort, healt
 			return err
 		}
 	}
-	p, err := s.start("trainer", binary, []string{"TMPDIR=" + tmp, "KUBECONFIG=" + s.Kubeconfig}, args...)
+	p, err := s.start(name, binary, []string{"TMPDIR=" + tmp, "KUBECONFIG=" + s.Kubeconfig}, args...)
 	if err != nil {
 		return err
 	}
@@ -263,6 +292,20 @@ func (s *Stack) startTrainer(ctx context.Context, kp keyPair, webhookPort, healt
 		return waitFor(ctx, p, "the Trainer's status server", s.statusServerOK(statusPort))
 	}
 	return nil
+}
+
+// configHas says whether the manager Configuration file src has the top-level field key.
+func configHas(src, key string) (bool, error) {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return false, err
+	}
+	cfg := map[string]any{}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return false, fmt.Errorf("reading %s: %w", src, err)
+	}
+	_, ok := cfg[key]
+	return ok, nil
 }
 
 // waitManager waits until a controller-runtime manager says it is ready and its webhook server
@@ -285,20 +328,36 @@ func (s *Stack) installRuntimes(ctx context.Context) error {
 	}
 	var trainerProc *process
 	for _, p := range s.procs {
-		if p.name == "trainer" {
-			trainerProc = p
+		if strings.HasPrefix(p.name, "trainer") {
+			trainerProc = p // the newest
 		}
 	}
+	s.Runtimes = nil
 	for _, o := range objs {
 		if err := waitFor(ctx, trainerProc, "the Trainer webhook to admit runtime "+o.GetName(), func(ctx context.Context) (bool, error) {
-			err := s.Client.Create(ctx, o.DeepCopy())
-			return err == nil || apierrors.IsAlreadyExists(err), err
+			return true, s.apply(ctx, o.DeepCopy())
 		}); err != nil {
 			return err
 		}
 		s.Runtimes = append(s.Runtimes, o.GetName())
 	}
 	return nil
+}
+
+// apply creates o, or replaces the one there with it (keeping its resourceVersion), as
+// `kubectl apply` of a release's manifests does.
+func (s *Stack) apply(ctx context.Context, o *unstructured.Unstructured) error {
+	err := s.Client.Create(ctx, o.DeepCopy())
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(o.GroupVersionKind())
+	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
+		return err
+	}
+	o.SetResourceVersion(cur.GetResourceVersion())
+	return s.Client.Update(ctx, o)
 }
 
 // Namespace creates a namespace for this test alone and deletes it when the test ends; the

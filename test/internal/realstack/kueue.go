@@ -232,7 +232,7 @@ func (s *Stack) installWebhooksMatching(ctx context.Context, file string, port i
 	if err := os.WriteFile(filtered, []byte(strings.Join(docs, "\n---\n")), 0o644); err != nil {
 		return err
 	}
-	return s.installWebhooks(ctx, filtered, port, func(n string) string { return prefix + n })
+	return s.installWebhooks(ctx, filtered, fmt.Sprintf("https://127.0.0.1:%d", port), s.pki.caPEM, func(n string) string { return prefix + n })
 }
 
 // kueueCommon makes the ResourceFlavor and the WorkloadPriorityClasses every queue uses, through

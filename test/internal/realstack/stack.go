@@ -101,6 +101,9 @@ type Stack struct {
 	dir         string
 	procs       []*process
 	pki         *pki
+	managers    managerPorts // the JobSet and Trainer managers' ports, kept across an upgrade
+	webhookCert keyPair
+	opts        Options
 	nodeLogFile string
 	stopOnce    sync.Once
 	stopErr     error
@@ -142,7 +145,7 @@ func StartWith(ctx context.Context, opts Options) (_ *Stack, err error) {
 		filepath.Join(k8sDir, "etcd"), filepath.Join(k8sDir, "kube-apiserver"),
 		filepath.Join(k8sDir, "kube-controller-manager"), filepath.Join(k8sDir, "kube-scheduler"),
 		filepath.Join(assets, "kwok"), filepath.Join(assets, "jobset-manager"),
-		filepath.Join(assets, "trainer-controller-manager"), filepath.Join(assets, "manifests", ".done"),
+		filepath.Join(assets, "trainer-controller-manager"), filepath.Join(assets, "manifests", ".done-2"),
 	} {
 		if _, err := os.Stat(b); err != nil {
 			return nil, fmt.Errorf("real stack asset missing: %w; run `make test-assets` to build it", err)
@@ -179,7 +182,8 @@ func StartWith(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	etcdPort, etcdPeer, apiPort, kubeletPort := ports[0], ports[1], ports[2], ports[3]
-	jobsetWebhook, jobsetHealth, trainerWebhook, trainerHealth, trainerStatus := ports[4], ports[5], ports[6], ports[7], ports[8]
+	s.managers = managerPorts{jobsetWebhook: ports[4], jobsetHealth: ports[5], trainerWebhook: ports[6], trainerHealth: ports[7], trainerStatus: ports[8]}
+	s.opts = opts
 
 	if err := s.startEtcd(ctx, etcdPort, etcdPeer); err != nil {
 		return nil, err
@@ -196,14 +200,10 @@ func StartWith(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.installCRDs(ctx); err != nil {
 		return nil, err
 	}
-	webhookCert, err := s.pki.issue("webhook", "127.0.0.1", nil, true)
-	if err != nil {
+	if s.webhookCert, err = s.pki.issue("webhook", "127.0.0.1", nil, true); err != nil {
 		return nil, err
 	}
-	if err := s.startJobSet(ctx, webhookCert, jobsetWebhook, jobsetHealth); err != nil {
-		return nil, err
-	}
-	if err := s.startTrainer(ctx, webhookCert, trainerWebhook, trainerHealth, trainerStatus, opts); err != nil {
+	if err := s.startManagers(ctx, "jobset", "trainer"); err != nil {
 		return nil, err
 	}
 	if err := s.installRuntimes(ctx); err != nil {
@@ -322,7 +322,7 @@ func (s *Stack) startAPIServer(ctx context.Context, k8sDir string, etcdPort, por
 	if err != nil {
 		return err
 	}
-	p, err := s.start("kube-apiserver", filepath.Join(k8sDir, "kube-apiserver"), nil,
+	binary, args := filepath.Join(k8sDir, "kube-apiserver"), []string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdPort),
 		fmt.Sprintf("--secure-port=%d", port),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
@@ -336,7 +336,20 @@ func (s *Stack) startAPIServer(ctx context.Context, k8sDir string, etcdPort, por
 		"--service-account-key-file="+sa.cert, "--service-account-signing-key-file="+sa.key,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
-	)
+	}
+	// A Trainer v2.0 webhook is called by its Service DNS name (release.go).
+	if flags, err := trainerTakesFlags(s.Assets); err != nil {
+		return err
+	} else if flags {
+		hosts, err := s.apiServerHosts()
+		if err != nil {
+			return err
+		}
+		if binary, args, err = inMountNamespace("kube-apiserver calling a Trainer v2.0 webhook", [][2]string{{hosts, "/etc/hosts"}}, binary, args); err != nil {
+			return err
+		}
+	}
+	p, err := s.start("kube-apiserver", binary, nil, args...)
 	if err != nil {
 		return err
 	}

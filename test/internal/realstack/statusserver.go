@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,10 +72,6 @@ func (o Options) issuer(apiPort int) string {
 // parallel keep their own. The plugin copies the CA from the webhook Secret in the operator
 // namespace into each TrainJob's <name>-tls-config ConfigMap, so the Secret holds the stack's CA.
 func (s *Stack) statusServerSetUp(ctx context.Context, port int, binary string, args []string) (string, []string, error) {
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		return "", nil, fmt.Errorf("the status server's manager runs in its own mount namespace: %w; install util-linux", err)
-	}
 	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: TrainerNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", nil, fmt.Errorf("creating namespace %s: %w", TrainerNamespace, err)
 	}
@@ -110,14 +105,10 @@ func (s *Stack) statusServerSetUp(ctx context.Context, port int, binary string, 
 	if err := s.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", nil, fmt.Errorf("creating Secret %s/%s: %w", TrainerNamespace, webhookSecret, err)
 	}
-	const secretsMount, certsMount = "/var/run/secrets", "/tmp/k8s-webhook-server/serving-certs"
-	for _, d := range []string{secretsMount, certsMount} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return "", nil, fmt.Errorf("making the mount point %s: %w", d, err)
-		}
-	}
-	script := fmt.Sprintf(`mount --bind %q %s && mount --bind %q %s && exec "$@"`, secrets, secretsMount, certs, certsMount)
-	return unshare, append([]string{"--mount", "--propagation", "private", "sh", "-ec", script, "trainer", binary}, args...), nil
+	return inMountNamespace("the status server's manager", [][2]string{
+		{secrets, "/var/run/secrets"},
+		{certs, "/tmp/k8s-webhook-server/serving-certs"},
+	}, binary, args)
 }
 
 // issueNames writes a serving certificate for 127.0.0.1 and dnsNames.

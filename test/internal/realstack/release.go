@@ -1,0 +1,185 @@
+package realstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Each Trainer release runs here as its own manifests run it; what differs between them:
+//
+//   - v2.1 and later read a Configuration file (manifests/base/manager/controller_manager_config.yaml)
+//     whose certManagement can be turned off, so the harness hands the manager the stack's
+//     certificate for 127.0.0.1 and points the webhook configurations at it.
+//   - v2.0.x has no Configuration file: its manager takes flags and always manages its own webhook
+//     certificate with cert-controller, for the Service DNS name
+//     kubeflow-trainer-controller-manager.<operator namespace>.svc, writing it to the fixed
+//     /tmp/k8s-webhook-server/serving-certs and patching its CA into validator.trainer.kubeflow.org.
+//     The harness lets it: the manager runs in a mount namespace of its own (that directory is
+//     the stack's), the webhook configuration calls that DNS name, and the apiserver runs in a
+//     mount namespace whose /etc/hosts resolves the name to 127.0.0.1.
+//   - Only v2.2 and later have a status server (statusServer in the Configuration file).
+//
+// The Configuration file's presence in the assets, copied from the release's module by
+// hack/build-realstack.sh, is what says which way the release runs.
+
+// TrainerServiceHost is the webhook Service DNS name a v2.0 manager's certificate is for.
+const TrainerServiceHost = trainerSA + "." + TrainerNamespace + ".svc"
+
+// Release reads the Trainer and JobSet releases of a real-stack assets directory, as
+// hack/build-realstack.sh recorded them.
+func Release(assets string) (trainer, jobset string, err error) {
+	read := func(name string) (string, error) {
+		data, err := os.ReadFile(filepath.Join(assets, "manifests", name, "version"))
+		if err != nil {
+			return "", fmt.Errorf("reading the %s release of the real stack: %w; run `make test-assets` to rebuild %s", name, err, assets)
+		}
+		return strings.TrimSpace(string(data)), nil
+	}
+	if trainer, err = read("trainer"); err != nil {
+		return "", "", err
+	}
+	jobset, err = read("jobset")
+	return trainer, jobset, err
+}
+
+// trainerTakesFlags is true for a release whose manager has no Configuration file (v2.0.x).
+func trainerTakesFlags(assets string) (bool, error) {
+	_, err := os.Stat(filepath.Join(assets, "manifests", "trainer", "controller_manager_config.yaml"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	return false, err
+}
+
+// inMountNamespace returns the command that runs binary with args in a mount namespace of its
+// own (unshare) where each binds[i][0] is bind-mounted on binds[i][1]: a fixed path the binary
+// reads or writes, private to this process, so nothing on this machine changes but empty mount
+// points, and stacks started in parallel keep their own.
+func inMountNamespace(why string, binds [][2]string, binary string, args []string) (string, []string, error) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		return "", nil, fmt.Errorf("%s runs in a mount namespace of its own: %w; install util-linux", why, err)
+	}
+	var script strings.Builder
+	for _, b := range binds {
+		if err := ensureMountPoint(b[0], b[1]); err != nil {
+			return "", nil, err
+		}
+		fmt.Fprintf(&script, "mount --bind %q %q && ", b[0], b[1])
+	}
+	script.WriteString(`exec "$@"`)
+	return unshare, append([]string{"--mount", "--propagation", "private", "sh", "-ec", script.String(), "realstack", binary}, args...), nil
+}
+
+// ensureMountPoint makes dst exist as the kind of src (a directory or a file).
+func ensureMountPoint(src, dst string) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(dst); err == nil {
+		return nil
+	}
+	if fi.IsDir() {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("making the mount point %s: %w", dst, err)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("making the mount point %s: %w", dst, err)
+	}
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("making the mount point %s: %w", dst, err)
+	}
+	return f.Close()
+}
+
+// apiServerHosts returns an /etc/hosts for the apiserver where TrainerServiceHost is 127.0.0.1,
+// so it can call a v2.0 manager's webhook by the name its certificate is for.
+func (s *Stack) apiServerHosts() (string, error) {
+	hosts := filepath.Join(s.dir, "apiserver-hosts")
+	content := "127.0.0.1 localhost\n::1 localhost\n127.0.0.1 " + TrainerServiceHost + "\n"
+	if err := os.WriteFile(hosts, []byte(content), 0o644); err != nil {
+		return "", err
+	}
+	return hosts, nil
+}
+
+// startFlagsTrainer starts a v2.0 manager the way its manifests do: flags, the webhook Secret
+// cert-controller fills, and the webhook configuration calling the Service DNS name.
+func (s *Stack) startFlagsTrainer(ctx context.Context, m, name string, webhookPort, healthPort int, opts Options) error {
+	if opts.TrainJobStatus {
+		return errors.New("this Trainer release has no status server (TrainJobStatus is v2.2 and later)")
+	}
+	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: TrainerNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", TrainerNamespace, err)
+	}
+	// The manager overlay's secretGenerator makes it empty; cert-controller fills it.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: TrainerNamespace, Name: webhookSecret}}
+	if err := s.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating Secret %s/%s: %w", TrainerNamespace, webhookSecret, err)
+	}
+	if err := s.installWebhooks(ctx, filepath.Join(m, "webhooks.yaml"), fmt.Sprintf("https://%s:%d", TrainerServiceHost, webhookPort), nil,
+		trainerWebhookName); err != nil {
+		return err
+	}
+	root := filepath.Join(s.dir, name+"-root")
+	saDir := filepath.Join(root, "secrets", "kubernetes.io", "serviceaccount")
+	certs := filepath.Join(root, "serving-certs")
+	for _, d := range []string{saDir, certs} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	// The manager reads its namespace from its pod's ServiceAccount, here as in a cluster.
+	if err := os.WriteFile(filepath.Join(saDir, "namespace"), []byte(TrainerNamespace), 0o600); err != nil {
+		return err
+	}
+	binary, args, err := inMountNamespace("the Trainer v2.0 manager", [][2]string{
+		{filepath.Join(root, "secrets"), "/var/run/secrets"},
+		{certs, "/tmp/k8s-webhook-server/serving-certs"},
+	}, filepath.Join(s.Assets, "trainer-controller-manager"), []string{
+		fmt.Sprintf("--webhook-server-port=%d", webhookPort),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
+		"--metrics-bind-address=0",
+		"--leader-elect=false",
+	})
+	if err != nil {
+		return err
+	}
+	// TMPDIR=/tmp: the webhook server reads its certificate under os.TempDir(), where
+	// cert-controller writes it under /tmp, as in the release's pod.
+	p, err := s.start(name, binary, []string{"KUBECONFIG=" + s.Kubeconfig, "TMPDIR=/tmp"}, args...)
+	if err != nil {
+		return err
+	}
+	// Its /readyz waits for cert-controller's certificate and the webhook server.
+	return waitFor(ctx, p, p.name+" /readyz", func(ctx context.Context) (bool, error) {
+		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
+	})
+}
+
+// NotePrefix marks a test log line the compatibility table (hack/compat) shows as a note on a
+// passing case.
+const NotePrefix = "compat-note: "
+
+// Lacks records, for the compatibility table, what the stack's release cannot do and what
+// trainstep does instead; the test goes on to prove the latter.
+func Lacks(t testing.TB, format string, args ...any) {
+	t.Helper()
+	t.Logf(NotePrefix+format, args...)
+}
