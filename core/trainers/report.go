@@ -25,8 +25,8 @@ const reporter = `def _trainstep_report(progress=None, eta=None, **metrics):
         if not getattr(g, "warned", False):
             g.warned = True
             print("trainstep: report(): progress reporting is off: the Trainer injected no KUBEFLOW_TRAINER_SERVER_URL, "
-                  "so its TrainJobStatus feature gate is off on this cluster (turn it on: --feature-gates=TrainJobStatus=true "
-                  "on the Trainer controller, or featureGates.TrainJobStatus: true in its config)", file=sys.stderr, flush=True)
+                  "so its TrainJobStatus feature gate is off on this cluster, or it predates the gate (Trainer v2.2+; turn it on: "
+                  "--feature-gates=TrainJobStatus=true on the Trainer controller, or featureGates.TrainJobStatus: true in its config)", file=sys.stderr, flush=True)
         return False
     ts = {"lastUpdatedTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if progress is not None:

@@ -191,7 +191,7 @@ const EnvStatusURL = "KUBEFLOW_TRAINER_SERVER_URL"
 
 // ProgressOffNote says why a step shows no progress and how to turn it on.
 const ProgressOffNote = "progress reporting is off on this cluster: the Trainer injected no " + EnvStatusURL +
-	" into the training pods, so its TrainJobStatus feature gate is off (Trainer v2.2+: --feature-gates=TrainJobStatus=true" +
+	" into the training pods, so its TrainJobStatus feature gate is off, or it predates the gate (Trainer v2.2+: --feature-gates=TrainJobStatus=true" +
 	" on its controller, or featureGates.TrainJobStatus: true in its config; Helm: manager.config.featureGates.TrainJobStatus=true)"
 
 // progressOff reports whether the trainer step's pods show the gate off: the pods the Trainer's

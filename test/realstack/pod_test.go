@@ -19,6 +19,8 @@ import (
 	"github.com/trainstep/trainstep/core/trainers"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/internal/cli"
+	"github.com/trainstep/trainstep/test/internal/realstack"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 const (
@@ -90,18 +92,9 @@ func boundClaim(t *testing.T, ns, name string) {
 	}, timeout, interval, "the PV controller must bind claim %s to %s", name, pv.Name)
 }
 
-// The pod block reaches the pods the real Trainer v2.3 makes (through spec.runtimePatches, read
-// from the installed CRD): they select and tolerate a dedicated kwok Node and are scheduled there,
-// run as the named ServiceAccount, mount the PVC-backed volume in the trainer container, and get
-// the Secret key as env.
-func TestPodBlockReachesThePodsTheTrainerMakes(t *testing.T) {
-	ns := stack.Namespace(t)
-	node := stack.Nodes[len(stack.Nodes)-1]
-	dedicate(t, node)
-	boundClaim(t, ns, "datasets")
-	require.NoError(t, stack.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "trainer", Namespace: ns}}))
-
-	r := executor(t, ns, `
+// podBlockStep sets every pod field a step can: placement, ServiceAccount, a PVC-backed volume
+// mounted in the trainer container, a Secret key as env and a Secret as envFrom.
+const podBlockStep = `
 framework: torch
 trainer:
   numNodes: 2
@@ -118,7 +111,29 @@ pod:
   env: {HF_TOKEN: {secretKeyRef: {name: hf, key: token, optional: true}}}
   envFrom: [{secretRef: {name: s3-credentials, optional: true}, prefix: AWS_}]
 timeout: 3m
-`)
+`
+
+// The pod block reaches the pods the real Trainer makes (through spec.runtimePatches on v2.2+,
+// spec.podTemplateOverrides on v2.1, read from the installed CRD; v2.0 has neither, and the
+// step is refused by name): they select and tolerate a dedicated kwok Node and are scheduled there,
+// run as the named ServiceAccount, mount the PVC-backed volume in the trainer container, and get
+// the Secret key as env.
+func TestPodBlockReachesThePodsTheTrainerMakes(t *testing.T) {
+	ns := stack.Namespace(t)
+	node := stack.Nodes[len(stack.Nodes)-1]
+	dedicate(t, node)
+	boundClaim(t, ns, "datasets")
+	require.NoError(t, stack.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "trainer", Namespace: ns}}))
+
+	r := executor(t, ns, podBlockStep)
+	if installedAPI(t).PodMechanism == "" {
+		realstack.Lacks(t, "Trainer %s has neither spec.runtimePatches (v2.2+) nor spec.podTemplateOverrides (v2.1): trainstep refuses the pod block by name at plan time (exit 2, %q)", trainerRelease(t), "pod: Forbidden")
+		assert.Equal(t, cli.ExitInvalid, r.Code, "stderr:\n%s", r.Stderr)
+		assert.Contains(t, r.Stderr, "pod: Forbidden")
+		assert.Contains(t, r.Stderr, "upgrade the Trainer, or set these in the runtime's pod template")
+		assert.Empty(t, testenv.TrainJobs(t.Context(), t, stack.Client, ns), "nothing is created")
+		return
+	}
 	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
 
 	pods := &corev1.PodList{}
@@ -167,11 +182,22 @@ timeout: 3m
 }
 
 // With no face left to enforce it (nothing waits here), the step's timeout still stops the job:
-// on Trainer v2.3 it is spec.activeDeadlineSeconds, and the real Trainer fails the TrainJob with
-// DeadlineExceeded.
+// on Trainer v2.2+ it is spec.activeDeadlineSeconds, and the real Trainer fails the TrainJob with
+// DeadlineExceeded. Before v2.2 only trainstep's wait enforces it.
 func TestTheTrainerEnforcesTheStepsTimeout(t *testing.T) {
 	ns := stack.Namespace(t)
-	s, err := step.Parse([]byte("framework: torch\ntimeout: 3s\ntrainer: {env: {KWOK_RUN_SECONDS: \"120\"}, func: \"def train():\\n    pass\\n\"}"))
+	const long = "framework: torch\ntimeout: 3s\ntrainer: {env: {KWOK_RUN_SECONDS: \"120\"}, func: \"def train():\\n    pass\\n\"}"
+	if api := installedAPI(t); !api.ActiveDeadline {
+		// Nothing but trainstep can stop the job at the timeout: its wait does, and deletes it.
+		realstack.Lacks(t, "Trainer %s has no spec.activeDeadlineSeconds (v2.2+): the step's timeout is enforced by trainstep's wait, which deletes the TrainJob (exit 3)", trainerRelease(t))
+		r := executor(t, ns, long)
+		assert.Equal(t, cli.ExitTimedOut, r.Code, "stderr:\n%s", r.Stderr)
+		assert.Equal(t, "TimedOut", r.Outputs["phase"])
+		require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0 },
+			timeout, interval, "the TrainJob must be deleted at the timeout")
+		return
+	}
+	s, err := step.Parse([]byte(long))
 	require.NoError(t, err)
 	planner := &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: stack.Client}, Detector: &trainjob.APIDetector{Reader: stack.Client}}
 	p, err := planner.Plan(t.Context(), s, ns)
