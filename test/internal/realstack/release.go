@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Each Trainer release runs here as its own manifests run it; what differs between them:
@@ -24,11 +25,13 @@ import (
 //     certificate for 127.0.0.1 and points the webhook configurations at it.
 //   - v2.0.x has no Configuration file: its manager takes flags and always manages its own webhook
 //     certificate with cert-controller, for the Service DNS name
-//     kubeflow-trainer-controller-manager.<operator namespace>.svc, writing it to the fixed
-//     /tmp/k8s-webhook-server/serving-certs and patching its CA into validator.trainer.kubeflow.org.
-//     The harness lets it: the manager runs in a mount namespace of its own (that directory is
-//     the stack's), the webhook configuration calls that DNS name, and the apiserver runs in a
-//     mount namespace whose /etc/hosts resolves the name to 127.0.0.1.
+//     kubeflow-trainer-controller-manager.<operator namespace>.svc: it writes it into the Secret
+//     kubeflow-trainer-webhook-cert, patches its CA into validator.trainer.kubeflow.org, and waits
+//     for the kubelet to project the Secret into the fixed /tmp/k8s-webhook-server/serving-certs.
+//     The harness lets it: the manager runs in a mount namespace of its own where that directory
+//     is the stack's, the harness projects the Secret there as the kubelet would, the webhook
+//     configuration calls the Service name, and the apiserver runs in a mount namespace whose
+//     /etc/hosts resolves the name to 127.0.0.1.
 //   - Only v2.2 and later have a status server (statusServer in the Configuration file).
 //
 // The Configuration file's presence in the assets, copied from the release's module by
@@ -167,10 +170,41 @@ func (s *Stack) startFlagsTrainer(ctx context.Context, m, name string, webhookPo
 	if err != nil {
 		return err
 	}
-	// Its /readyz waits for cert-controller's certificate and the webhook server.
+	// cert-controller writes the certificate into the Secret, not to disk: in a cluster the
+	// kubelet projects the Secret volume into the pod and the manager waits for the files. The
+	// harness plays that kubelet.
+	if err := waitFor(ctx, p, "cert-controller to fill Secret "+TrainerNamespace+"/"+webhookSecret, func(ctx context.Context) (bool, error) {
+		return s.projectSecret(ctx, webhookSecret, certs)
+	}); err != nil {
+		return err
+	}
+	// Its /readyz waits for the certificate, the CA injected and the webhook server.
 	return waitFor(ctx, p, p.name+" /readyz", func(ctx context.Context) (bool, error) {
 		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
 	})
+}
+
+// projectSecret writes the keys of Secret name in the operator namespace as files in dir, as a
+// kubelet's secret volume does, once it has a certificate and key.
+func (s *Stack) projectSecret(ctx context.Context, name, dir string) (bool, error) {
+	secret := &corev1.Secret{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: TrainerNamespace, Name: name}, secret); err != nil {
+		return false, err
+	}
+	if len(secret.Data["tls.crt"]) == 0 || len(secret.Data["tls.key"]) == 0 {
+		return false, fmt.Errorf("secret %s has no tls.crt and tls.key yet", name)
+	}
+	for k, v := range secret.Data {
+		// Written and renamed, so the manager never reads half a file.
+		tmp := filepath.Join(dir, "."+k)
+		if err := os.WriteFile(tmp, v, 0o600); err != nil {
+			return false, err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, k)); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // NotePrefix marks a test log line the compatibility table (hack/compat) shows as a note on a
