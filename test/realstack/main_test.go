@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/trainstep/trainstep/test/internal/realstack"
@@ -34,17 +32,13 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	dir, err := os.MkdirTemp("", "trainstep-realstack-bin-")
-	if err != nil {
+	var removeBin func()
+	var err error
+	if bin, removeBin, err = realstack.BuildExecutor(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "executor")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/executor").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the executor: %v\n%s", err, out)
-		os.Exit(1)
-	}
 	code := realstack.Run(m, &stack)
-	_ = os.RemoveAll(dir)
+	removeBin()
 	os.Exit(code)
 }

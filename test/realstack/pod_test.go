@@ -103,8 +103,8 @@ trainer:
     def train():
         pass
 pod:
-  nodeSelector: {`+dedicatedKey+`: `+dedicatedValue+`}
-  tolerations: [{key: `+dedicatedKey+`, operator: Equal, value: `+dedicatedValue+`, effect: NoSchedule}]
+  nodeSelector: {` + dedicatedKey + `: ` + dedicatedValue + `}
+  tolerations: [{key: ` + dedicatedKey + `, operator: Equal, value: ` + dedicatedValue + `, effect: NoSchedule}]
   serviceAccountName: trainer
   volumes: [{name: data, persistentVolumeClaim: {claimName: datasets}}]
   volumeMounts: [{name: data, mountPath: /data, readOnly: true}]

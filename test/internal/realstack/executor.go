@@ -3,6 +3,7 @@ package realstack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,4 +95,19 @@ func (e *Executor) Result(t *testing.T) ExecutorResult {
 		res.Outputs[f.Name()] = string(b)
 	}
 	return res
+}
+
+// BuildExecutor builds the executor of this tree into a temporary directory, for a suite's
+// TestMain; remove deletes it once the suite is done.
+func BuildExecutor() (bin string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "trainstep-executor-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin = filepath.Join(dir, "executor")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/trainstep/trainstep/cmd/executor").CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("building the executor: %w\n%s", err, out)
+	}
+	return bin, func() { _ = os.RemoveAll(dir) }, nil
 }

@@ -7,8 +7,6 @@ package kueue_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,18 +28,14 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "trainstep-kueue-bin-")
-	if err != nil {
+	var removeBin func()
+	var err error
+	if bin, removeBin, err = realstack.BuildExecutor(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "executor")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/executor").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the executor: %v\n%s", err, out)
-		os.Exit(1)
-	}
 	code := realstack.RunWith(m, &stack, realstack.StartKueue)
-	_ = os.RemoveAll(dir)
+	removeBin()
 	os.Exit(code)
 }
 

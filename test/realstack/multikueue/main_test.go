@@ -10,8 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/trainstep/trainstep/test/internal/realstack"
@@ -27,14 +25,10 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "trainstep-multikueue-bin-")
-	if err != nil {
+	var removeBin func()
+	var err error
+	if bin, removeBin, err = realstack.BuildExecutor(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = filepath.Join(dir, "executor")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/executor").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the executor: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	// Missing Tekton assets fail the suite before the stacks start, never skip it.
@@ -53,6 +47,6 @@ func TestMain(m *testing.M) {
 		}
 		return func() { tk.Stop(); stopWorker() }, nil
 	})
-	_ = os.RemoveAll(dir)
+	removeBin()
 	os.Exit(code)
 }

@@ -8,8 +8,6 @@ package progress_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/trainstep/trainstep/test/internal/realstack"
@@ -21,17 +19,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "trainstep-progress-bin-")
-	if err != nil {
+	var removeBin func()
+	var err error
+	if bin, removeBin, err = realstack.BuildExecutor(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "executor")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/executor").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the executor: %v\n%s", err, out)
-		os.Exit(1)
-	}
 	code := realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true}, nil)
-	_ = os.RemoveAll(dir)
+	removeBin()
 	os.Exit(code)
 }

@@ -10,7 +10,6 @@ package upgrade_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -37,18 +36,14 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "trainstep-upgrade-bin-")
-	if err != nil {
+	var removeBin func()
+	var err error
+	if bin, removeBin, err = realstack.BuildExecutor(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "executor")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/executor").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the executor: %v\n%s", err, out)
-		os.Exit(1)
-	}
 	code := realstack.Run(m, &stack)
-	_ = os.RemoveAll(dir)
+	removeBin()
 	os.Exit(code)
 }
 
