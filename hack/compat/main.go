@@ -276,8 +276,7 @@ func gitCommit(ctx context.Context) (string, error) {
 	return commit, nil
 }
 
-// loadResults reads the per-row results; a missing file is an empty table.
-
+// saveResults writes the per-row results in the matrix's order.
 func saveResults(file string, store map[string]compat.Row) error {
 	list := make([]compat.Row, 0, len(store))
 	for _, r := range matrix("") { // matrix order, so the file diffs well

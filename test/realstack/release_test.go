@@ -1,11 +1,18 @@
 package realstack_test
 
 import (
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/realstack"
 )
@@ -33,3 +40,32 @@ func trainerRelease(t *testing.T) string {
 
 // hasRuntime says whether the release ships the stock runtime name.
 func hasRuntime(name string) bool { return slices.Contains(stack.Runtimes, name) }
+
+// TestDiscoverySeesEveryStockRuntimeOfTheRelease: `executor runtimes` on the stack lists each
+// ClusterTrainingRuntime the release ships, under the framework its label gives, and skips none:
+// what discovery makes of that release's runtimes, which differ per release (v2.0 has MPI,
+// v2.2 adds JAX and XGBoost).
+func TestDiscoverySeesEveryStockRuntimeOfTheRelease(t *testing.T) {
+	t.Parallel()
+	cmd := exec.CommandContext(t.Context(), bin, "runtimes")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	listed := map[string][]string{}
+	for _, line := range strings.Split(string(out), "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 0 {
+			listed[f[0]] = f
+		}
+	}
+	require.NotEmpty(t, stack.Runtimes)
+	for _, name := range stack.Runtimes {
+		rt := &trainer.ClusterTrainingRuntime{}
+		require.NoError(t, stack.Client.Get(t.Context(), client.ObjectKey{Name: name}, rt))
+		f, ok := listed[name]
+		if assert.True(t, ok, "runtime %s of Trainer %s is not listed:\n%s", name, trainerRelease(t), out) {
+			assert.Equal(t, rt.Labels[runtimes.FrameworkLabel], f[2], "runtime %s's framework", name)
+			assert.NotContains(t, strings.Join(f, " "), "skipped", "runtime %s", name)
+		}
+	}
+	t.Logf("Trainer %s runtimes as discovery sees them:\n%s", trainerRelease(t), out)
+}
