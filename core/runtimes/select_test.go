@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/trainstep/trainstep/core/runtimes"
@@ -42,6 +43,12 @@ func deprecated(u *unstructured.Unstructured) {
 	l := u.GetLabels()
 	l[runtimes.SupportLabel] = runtimes.Deprecated
 	u.SetLabels(l)
+}
+
+func deleting(u *unstructured.Unstructured) {
+	now := metav1.Now()
+	u.SetDeletionTimestamp(&now)
+	u.SetFinalizers([]string{"trainer.kubeflow.org/resource-in-use"})
 }
 
 func trainer(t *testing.T, y string) trainers.Trainer {
@@ -93,6 +100,10 @@ func TestSelect(t *testing.T) {
 			step: torchStep, name: "torch-distributed", kind: C, want: "ClusterTrainingRuntime/torch-distributed"},
 		"a bare name picks the namespaced one": {objs: []unstructured.Unstructured{rt(N, "team", "torch-distributed", "torch", "torch"), rt(C, "", "torch-distributed", "torch", "torch")},
 			step: torchStep, name: "torch-distributed", want: "TrainingRuntime/team/torch-distributed"},
+		"one being deleted is not a second match": {objs: []unstructured.Unstructured{rt(C, "", "torch-distributed", "torch", "torch"), rt(C, "", "torch-old", "torch", "torch", deleting)},
+			step: torchStep, want: "ClusterTrainingRuntime/torch-distributed"},
+		"one being deleted, named, says so": {objs: []unstructured.Unstructured{rt(C, "", "torch-distributed", "torch", "torch"), rt(C, "", "torch-old", "torch", "torch", deleting)},
+			step: torchStep, name: "torch-old", wantErr: "torch-old cannot be used: being deleted"},
 		"deprecated is warned about": {objs: []unstructured.Unstructured{rt(C, "", "torch-old", "torch", "torch", deprecated)}, step: torchStep,
 			want: "ClusterTrainingRuntime/torch-old", warning: "deprecated"},
 	}

@@ -67,6 +67,12 @@ func NewCatalog(objs []unstructured.Unstructured) Catalog {
 	seen := map[string]string{}
 	for i := range objs {
 		u := &objs[i]
+		if u.GetDeletionTimestamp() != nil {
+			// Trainer v2.0–v2.2 keeps a deleted runtime (its finalizer) until no TrainJob uses
+			// it: replacing a runtime would otherwise make two of one framework for that long.
+			c.Skipped = append(c.Skipped, Skipped{Name: u.GetName(), Kind: u.GetKind(), Reason: "being deleted (kept by the Trainer until the TrainJobs using it are gone)"})
+			continue
+		}
 		r, err := FromUnstructured(u)
 		if err != nil {
 			c.Skipped = append(c.Skipped, Skipped{Name: u.GetName(), Kind: u.GetKind(), Reason: err.Error()})

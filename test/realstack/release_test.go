@@ -38,6 +38,12 @@ func trainerRelease(t *testing.T) string {
 	return v
 }
 
+// pinnedRelease says whether the stack runs the Trainer release `make test` pins, the one the
+// suites' expectations of the Trainer's own words are written for.
+func pinnedRelease(t *testing.T) bool {
+	return strings.HasPrefix(realstack.DefaultAssetsName, "trainer-"+trainerRelease(t)+"-")
+}
+
 // hasRuntime says whether the release ships the stock runtime name.
 func hasRuntime(name string) bool { return slices.Contains(stack.Runtimes, name) }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,7 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,6 +77,14 @@ func TestJobSetWebhookRefusesALongNameOnTheTorchTuneRuntime(t *testing.T) {
 		}
 		return false
 	}, timeout, interval, "no TrainJobResourcesCreationFailed Event for TrainJob %s/%s", ns, tj.Name)
+	js := &unstructured.Unstructured{}
+	js.SetGroupVersionKind(schema.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"})
+	assert.True(t, apierrors.IsNotFound(stack.Client.Get(t.Context(), client.ObjectKeyFromObject(tj), js)), "no JobSet is made")
+	if !strings.Contains(msg, "vjobset.kb.io") && !pinnedRelease(t) {
+		// v2.2 applies the JobSet by server-side apply, and its Event loses the webhook's words.
+		realstack.Lacks(t, "Trainer %s's Event does not carry JobSet's words (%q): trainstep's names keep clear of the limit either way", trainerRelease(t), msg)
+		return
+	}
 	assert.Contains(t, msg, "vjobset.kb.io")
 	assert.Contains(t, msg, "will exceed 63 characters")
 }

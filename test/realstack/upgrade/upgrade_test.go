@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -54,6 +55,13 @@ func upgradeAssets() string {
 	}
 	_, assets := realstack.AssetDirs()
 	return filepath.Join(filepath.Dir(assets), realstack.DefaultAssetsName)
+}
+
+// jobSet is an empty JobSet to read into: the stack's scheme holds the Trainer's types only.
+func jobSet() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(jobsetv1alpha2.GroupVersion.WithKind("JobSet"))
+	return u
 }
 
 // heldStep runs two nodes that stay Running until the test releases them (KWOK_HOLD).
@@ -97,7 +105,7 @@ func TestTrainerUpgradeUnderARunningStep(t *testing.T) {
 	require.NoError(t, stack.Client.List(ctx, tjs, client.InNamespace(ns)))
 	require.Len(t, tjs.Items, 1)
 	tj := tjs.Items[0]
-	js := &jobsetv1alpha2.JobSet{}
+	js := jobSet()
 	require.NoError(t, stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: tj.Name}, js))
 
 	require.NoError(t, stack.UpgradeTrainer(ctx, upgradeAssets()), "upgrading %s to %s", from, to)
@@ -112,9 +120,9 @@ func TestTrainerUpgradeUnderARunningStep(t *testing.T) {
 	require.NoError(t, stack.Client.List(ctx, tjs, client.InNamespace(ns)))
 	require.Len(t, tjs.Items, 1, "one TrainJob for the step")
 	assert.Equal(t, tj.UID, tjs.Items[0].UID, "the TrainJob is the one made before the upgrade")
-	after := &jobsetv1alpha2.JobSet{}
+	after := jobSet()
 	require.NoError(t, stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: tj.Name}, after))
-	assert.Equal(t, js.UID, after.UID, "the JobSet was not made again")
+	assert.Equal(t, js.GetUID(), after.GetUID(), "the JobSet was not made again")
 	pods := &corev1.PodList{}
 	require.NoError(t, stack.Client.List(ctx, pods, client.InNamespace(ns)))
 	uids := func(ps []corev1.Pod) []string {
