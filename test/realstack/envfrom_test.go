@@ -16,6 +16,8 @@ import (
 
 	"github.com/trainstep/trainstep/core/trainers"
 	"github.com/trainstep/trainstep/internal/cli"
+	"github.com/trainstep/trainstep/test/internal/realstack"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // pod.envFrom follows Kubernetes' precedence in the container the real Trainer makes. kwok runs
@@ -44,6 +46,13 @@ pod:
   envFrom: [{secretRef: {name: creds}}, {configMapRef: {name: settings}}]
 timeout: 3m
 `)
+	if !hasRuntime("xgboost-distributed") || installedAPI(t).PodMechanism == "" {
+		// The step needs the XGBoost runtime (v2.2+) and a pod-template mechanism (v2.1+).
+		realstack.Lacks(t, "Trainer %s lacks the XGBoost runtime or a pod-template mechanism this step needs: trainstep refuses it by name at plan time (exit 2)", trainerRelease(t))
+		assert.Equal(t, cli.ExitInvalid, r.Code, "stderr:\n%s", r.Stderr)
+		assert.Empty(t, testenv.TrainJobs(t.Context(), t, stack.Client, ns), "nothing is created")
+		return
+	}
 	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
 
 	pods := &corev1.PodList{}

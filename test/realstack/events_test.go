@@ -147,6 +147,12 @@ pod:
 timeout: 5m
 startTimeout: 20s
 `, realstack.MissingSecretVolume, realstack.MissingSecret, realstack.MissingSecretVolume))
+	if installedAPI(t).PodMechanism == "" {
+		realstack.Lacks(t, "Trainer %s has no pod-template mechanism for the step's volume: trainstep refuses the pod block by name at plan time (exit 2, %q)", trainerRelease(t), "pod: Forbidden")
+		assert.Equal(t, cli.ExitInvalid, r.Code, "stderr:\n%s", r.Stderr)
+		assert.Contains(t, r.Stderr, "pod: Forbidden")
+		return
+	}
 	require.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
 	t.Logf("stderr:\n%s\nmessage: %s", r.Stderr, r.Outputs["message"])
 	assert.Equal(t, trainjob.ReasonStartTimeout, r.Outputs["reason"])

@@ -15,6 +15,7 @@ import (
 
 	"github.com/trainstep/trainstep/core/local"
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/test/internal/realstack"
 )
 
 // Where the coordinator is differs by design: node 0's DNS name and port 29500 on the cluster,
@@ -78,6 +79,11 @@ func TestLocalBackendMatchesTheRealTrainer(t *testing.T) {
 			t.Parallel()
 			ns := stack.Namespace(t)
 			p, err := plan(t, ns, c.step)
+			if err != nil && strings.Contains(err.Error(), "runtime: Required value: no runtime for") {
+				// The release ships no runtime of the framework (v2.0 and v2.1: no JAX, no XGBoost).
+				realstack.Lacks(t, "Trainer %s ships no runtime for the %s case: nothing to compare the local backend with; trainstep refuses the step by name (%v)", trainerRelease(t), c.name, err)
+				return
+			}
 			require.NoError(t, err)
 			id := trainjob.Identity{Engine: "realstack", OwnerUID: "local", StepKey: c.name}
 			tj, _, err := trainjob.Submit(t.Context(), stack.Client, p.TrainJob(id), id)

@@ -1,6 +1,7 @@
 package realstack_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,6 +129,12 @@ func TestEveryTrainerKindSucceedsOnTheRealStack(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ns := stack.Namespace(t)
+			if hasRuntime(c.runtime) {
+				for _, claim := range runtimeClaims(t, c.runtime) {
+					realstack.Lacks(t, "Trainer %s's %s runtime mounts the PersistentVolumeClaim %q, which the user makes in the step's namespace beforehand (v2.2+ makes one per TrainJob from volumeClaimPolicies): the test makes it", trainerRelease(t), c.runtime, claim)
+					boundClaim(t, ns, claim)
+				}
+			}
 			r := executor(t, ns, c.step+"\ntimeout: 3m\n", c.args...)
 			if !hasRuntime(c.runtime) {
 				// The release ships no such runtime (v2.0 and v2.1: no JAX, no XGBoost).
@@ -164,6 +171,23 @@ func TestEveryTrainerKindSucceedsOnTheRealStack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runtimeClaims are the PersistentVolumeClaims the runtime's pods mount by name (the torchtune
+// runtimes before v2.2).
+func runtimeClaims(t *testing.T, runtime string) []string {
+	t.Helper()
+	rt := &trainer.ClusterTrainingRuntime{}
+	require.NoError(t, stack.Client.Get(t.Context(), client.ObjectKey{Name: runtime}, rt))
+	var claims []string
+	for _, j := range rt.Spec.Template.Spec.ReplicatedJobs {
+		for _, v := range j.Template.Spec.Template.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil && !slices.Contains(claims, v.PersistentVolumeClaim.ClaimName) {
+				claims = append(claims, v.PersistentVolumeClaim.ClaimName)
+			}
+		}
+	}
+	return claims
 }
 
 // launcherWaitsForNodes says whether the runtime starts its launcher only once its nodes are
