@@ -65,7 +65,8 @@ startTimeout: 20s
 }
 
 // An image that cannot be pulled: the step says so in the kubelet's words while it waits, and
-// startTimeout fails it with that cause and deletes the TrainJob.
+// startTimeout fails it with that cause and deletes the TrainJob. startTimeout leaves room for the
+// pod to be made and back off on a loaded machine (10 s did not, with builds beside it).
 func TestImagePullBackOffIsReportedAndFailsAtStartTimeout(t *testing.T) {
 	t.Parallel()
 	ns := stack.Namespace(t)
@@ -76,7 +77,7 @@ trainer:
   command: [python, /app/train.py]
   env: {KWOK_IMAGE_PULL_BACKOFF: "1"}
 timeout: 5m
-startTimeout: 10s
+startTimeout: 30s
 `)
 	require.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
 	assert.Equal(t, "StartTimeout", r.Outputs["reason"])
