@@ -19,6 +19,7 @@ import (
 
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainers"
+	"github.com/trainstep/trainstep/test/internal/realstack"
 	"github.com/trainstep/trainstep/core/trainjob"
 )
 
@@ -75,6 +76,11 @@ func TestGeneratedValidStepsAreAccepted(t *testing.T) {
 			matched[c.kind]++
 			mu.Unlock()
 			ns := stack.Namespace(t)
+			for _, claim := range runtimeClaims(t, c.runtime) {
+				// Before v2.2 the torchtune runtimes mount a claim the user makes beforehand.
+				realstack.Lacks(t, "Trainer %s's %s runtime mounts the PersistentVolumeClaim %q, which the user makes in the step's namespace beforehand: the test makes it", trainerRelease(t), c.runtime, claim)
+				boundClaim(t, ns, claim)
+			}
 			steps := map[string]string{longStepKey: base + "trainer: " + trainerBlock(c.kind, 1)}
 			init := ""
 			if p.Runtime.HasDatasetInitializer && p.Runtime.HasModelInitializer {

@@ -116,6 +116,11 @@ func TestPreChecksAgreeWithTheTrainerWebhook(t *testing.T) {
 			_, err := plan(t, ns, c.bad)
 			var inv *step.InvalidError
 			require.True(t, errors.As(err, &inv), "trainstep should refuse the step: %v", err)
+			if _, err := plan(t, ns, c.base); err != nil && strings.Contains(err.Error(), "runtime: Required value: no runtime for") {
+				// No runtime of the framework on this release (v2.0, v2.1: JAX, XGBoost).
+				realstack.Lacks(t, "Trainer %s ships no runtime for %q: no TrainJob to put to its webhook; trainstep refuses the step by name", trainerRelease(t), c.name)
+				return
+			}
 			tj := build(t, ns, c.base, fmt.Sprintf("differential-%d", i))
 			c.tweak(tj)
 			err = stack.Client.Create(t.Context(), tj)
