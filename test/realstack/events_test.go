@@ -22,9 +22,21 @@ import (
 // JobSet says so only in a JobCreationFailed Event on the JobSet. No retry can change the spec,
 // so the step fails at once in JobSet's words, long before its startTimeout, and the TrainJob
 // is deleted.
+//
+// JobSet before v0.11 records no such Event (it logs the refusal and retries): nothing in the
+// cluster says why, so there the step fails at its startTimeout.
 func TestInvalidJobFailsTheStepAtOnceInJobSetsWords(t *testing.T) {
 	t.Parallel()
 	ns := stack.Namespace(t)
+	if _, jobset, err := realstack.Release(stack.Assets); err == nil && minorOf(jobset) < 11 {
+		realstack.Lacks(t, "JobSet %s records no JobCreationFailed Event for a Job the apiserver refuses (it logs it and retries): the step fails at its startTimeout, as nothing in the cluster says why", jobset)
+		r := executor(t, ns, "framework: torch\ntrainer: {numNodes: 2, resourcesPerNode: {gpu: \"0.5\"}, func: "+funcBody+"}\nstartTimeout: 20s\n")
+		assert.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
+		assert.Equal(t, trainjob.ReasonStartTimeout, r.Outputs["reason"])
+		require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0 },
+			timeout, interval, "the TrainJob must be deleted")
+		return
+	}
 	r := executor(t, ns, `
 framework: torch
 trainer:

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -42,6 +43,19 @@ func trainerRelease(t *testing.T) string {
 // suites' expectations of the Trainer's own words are written for.
 func pinnedRelease(t *testing.T) bool {
 	return strings.HasPrefix(realstack.DefaultAssetsName, "trainer-"+trainerRelease(t)+"-")
+}
+
+// minorOf is the minor version of a v0.MINOR.PATCH release (JobSet's), or -1.
+func minorOf(release string) int {
+	parts := strings.Split(strings.TrimPrefix(release, "v"), ".")
+	if len(parts) < 2 {
+		return -1
+	}
+	n, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // hasRuntime says whether the release ships the stock runtime name.
