@@ -141,6 +141,12 @@ func TestLocalBackendMatchesTheRealTrainer(t *testing.T) {
 					}
 				}
 			}
+			if !pinnedRelease(t) && !slices.Equal(c.known, diffs) {
+				// The local backend runs a step as the pinned Trainer would; an older release's
+				// plugins set some values otherwise, which the table says.
+				realstack.Lacks(t, "Trainer %s's plugins differ from the local backend, which follows the pinned release: %s", trainerRelease(t), strings.Join(diffs, "; "))
+				return
+			}
 			assert.Equal(t, c.known, diffs, "the local backend differs from the real Trainer")
 		})
 	}
