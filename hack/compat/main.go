@@ -93,13 +93,13 @@ func run(ctx context.Context, cfg config) error {
 		fmt.Fprintf(os.Stderr, "compat: %s: building its assets into %s\n", r.ID(), r.Dir)
 		res := runRow(ctx, r, cfg, logs)
 		res.Commit, res.Machine = commit, mach
-		store[r.ID()] = res
 		if res.Status != "pass" {
 			failed = append(failed, r.ID())
 		}
 		fmt.Fprintf(os.Stderr, "compat: %s: %s %s\n", r.ID(), res.Status, res.Reason)
-		// Written after each row, so a run stopped halfway keeps what it proved.
-		if err := saveResults(cfg.results, store); err != nil {
+		// Written after each row, so a run stopped halfway keeps what it proved; read again
+		// first, so runs of other rows side by side keep theirs.
+		if store, err = saveRow(cfg.results, res); err != nil {
 			return err
 		}
 		if err := os.WriteFile(cfg.out, []byte(render(all, store)), 0o644); err != nil {
@@ -274,6 +274,17 @@ func gitCommit(ctx context.Context) (string, error) {
 		commit += "-dirty"
 	}
 	return commit, nil
+}
+
+// saveRow puts res into the results file as it is now and returns the whole table.
+func saveRow(file string, res compat.Row) (map[string]compat.Row, error) {
+	ran, err := compat.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	store := compat.ByID(ran)
+	store[res.ID] = res
+	return store, saveResults(file, store)
 }
 
 // saveResults writes the per-row results in the matrix's order.
