@@ -7,7 +7,8 @@
 // TEKTON_ASSETS, KUBEBUILDER_ASSETS, REALSTACK_ASSETS) pointing at them; the other variables
 // keep the defaults the Makefile exports. Results are kept per row in docs/compatibility.json,
 // so running some rows (ROWS=argo) updates those and leaves the others as they last ran; the
-// Markdown is generated from that file alone, and a row never run says so.
+// Markdown is generated from that file alone, and a row never run says so. After each row the
+// generated files are remade (make generate): the README's compatibility block comes from it.
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/trainstep/trainstep/internal/compat"
+	"github.com/trainstep/trainstep/internal/generate"
 )
 
 const modulePrefix = "github.com/trainstep/trainstep/"
@@ -104,6 +106,11 @@ func run(ctx context.Context, cfg config) error {
 		}
 		if err := os.WriteFile(cfg.out, []byte(render(all, store)), 0o644); err != nil {
 			return err
+		}
+		// The README's compatibility block is made from the results (make generate): remade
+		// now, so the tree is consistent for the next row's suites, which check it.
+		if _, err := generate.Write("."); err != nil {
+			return fmt.Errorf("remaking the generated files from the results: %w", err)
 		}
 	}
 	if len(failed) > 0 {

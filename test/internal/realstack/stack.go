@@ -336,6 +336,9 @@ func (s *Stack) startAPIServer(ctx context.Context, k8sDir string, etcdPort, por
 		"--service-account-key-file=" + sa.cert, "--service-account-signing-key-file=" + sa.key,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
+		// 1.37 refuses a loopback advertise address to the endpoint reconciler, which keeps the
+		// default/kubernetes Endpoints: nothing here reaches the apiserver through that Service.
+		"--endpoint-reconciler-type=none",
 	}
 	// A Trainer v2.0 webhook is called by its Service DNS name (release.go).
 	if flags, err := trainerTakesFlags(s.Assets); err != nil {
