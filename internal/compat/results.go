@@ -95,7 +95,6 @@ func ByID(rows []Row) map[string]Row {
 	return m
 }
 
-
 // Notes counts the notes of the row's passing cases.
 func (r Row) Notes() int {
 	n := 0

@@ -19,8 +19,8 @@ import (
 
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainers"
-	"github.com/trainstep/trainstep/test/internal/realstack"
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/test/internal/realstack"
 )
 
 // longStepKey is an Argo node name of a nested DAG with long names: the TrainJob name keeps its

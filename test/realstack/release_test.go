@@ -42,7 +42,8 @@ func trainerRelease(t *testing.T) string {
 // pinnedRelease says whether the stack runs the Trainer release `make test` pins, the one the
 // suites' expectations of the Trainer's own words are written for.
 func pinnedRelease(t *testing.T) bool {
-	return strings.HasPrefix(realstack.DefaultAssetsName, "trainer-"+trainerRelease(t)+"-")
+	pinned := strings.TrimPrefix(realstack.DefaultAssetsName, "trainer-")
+	return strings.HasPrefix(pinned, trainerRelease(t)+"-")
 }
 
 // minorOf is the minor version of a v0.MINOR.PATCH release (JobSet's), or -1.
