@@ -272,8 +272,9 @@ func gitCommit(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("reading the commit under test (git rev-parse): %w", err)
 	}
 	commit := strings.TrimSpace(string(out))
-	// Changes beyond the generated files mean the table proves an uncommitted tree: say so.
-	st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--", ".", ":!docs/compatibility.md", ":!docs/compatibility.json").Output()
+	// Changes beyond the files this command writes mean the table proves an uncommitted tree:
+	// say so. It writes the results, the table and the README's block made from them.
+	st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--", ".", ":!docs/compatibility.md", ":!docs/compatibility.json", ":!README.md").Output()
 	if err != nil {
 		return "", fmt.Errorf("reading the work tree's state (git status): %w", err)
 	}
