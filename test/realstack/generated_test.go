@@ -85,11 +85,7 @@ func TestGeneratedValidStepsAreAccepted(t *testing.T) {
 			matched[c.kind]++
 			mu.Unlock()
 			ns := stack.Namespace(t)
-			for _, claim := range runtimeClaims(t, c.runtime) {
-				// Before v2.2 the torchtune runtimes mount a claim the user makes beforehand.
-				realstack.Lacks(t, "Trainer %s's %s runtime mounts the PersistentVolumeClaim %q, which the user makes in the step's namespace beforehand: the test makes it", trainerRelease(t), c.runtime, claim)
-				boundClaim(t, ns, claim)
-			}
+			makeRuntimeClaims(t, ns, c.runtime)
 			steps := map[string]string{longStepKey: base + "trainer: " + trainerBlock(c.kind, 1)}
 			init := ""
 			if p.Runtime.HasDatasetInitializer && p.Runtime.HasModelInitializer {

@@ -32,13 +32,5 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	var removeBin func()
-	var err error
-	if bin, removeBin, err = realstack.BuildExecutor(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := realstack.Run(m, &stack)
-	removeBin()
-	os.Exit(code)
+	os.Exit(realstack.RunWithExecutor(m, &stack, &bin, realstack.Options{}, nil))
 }

@@ -136,10 +136,7 @@ func TestEveryTrainerKindSucceedsOnTheRealStack(t *testing.T) {
 			t.Parallel()
 			ns := stack.Namespace(t)
 			if hasRuntime(c.runtime) {
-				for _, claim := range runtimeClaims(t, c.runtime) {
-					realstack.Lacks(t, "Trainer %s's %s runtime mounts the PersistentVolumeClaim %q, which the user makes in the step's namespace beforehand (v2.2+ makes one per TrainJob from volumeClaimPolicies): the test makes it", trainerRelease(t), c.runtime, claim)
-					boundClaim(t, ns, claim)
-				}
+				makeRuntimeClaims(t, ns, c.runtime)
 			}
 			r := executor(t, ns, c.step+"\ntimeout: 3m\n", c.args...)
 			if !hasRuntime(c.runtime) {
@@ -184,8 +181,18 @@ func TestEveryTrainerKindSucceedsOnTheRealStack(t *testing.T) {
 	}
 }
 
-// runtimeClaims are the PersistentVolumeClaims the runtime's pods mount by name (the torchtune
-// runtimes before v2.2).
+// makeRuntimeClaims makes in ns, bound, the PersistentVolumeClaims the runtime's pods mount by
+// name, as the release's users must beforehand (the torchtune runtimes before v2.2; v2.2+ makes
+// one per TrainJob from volumeClaimPolicies).
+func makeRuntimeClaims(t *testing.T, ns, runtime string) {
+	t.Helper()
+	for _, claim := range runtimeClaims(t, runtime) {
+		realstack.Lacks(t, "Trainer %s's %s runtime mounts the PersistentVolumeClaim %q, which the user makes in the step's namespace beforehand (v2.2+ makes one per TrainJob from volumeClaimPolicies): the test makes it", trainerRelease(t), runtime, claim)
+		boundClaim(t, ns, claim)
+	}
+}
+
+// runtimeClaims are the PersistentVolumeClaims the runtime's pods mount by name.
 func runtimeClaims(t *testing.T, runtime string) []string {
 	t.Helper()
 	rt := &trainer.ClusterTrainingRuntime{}

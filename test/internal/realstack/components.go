@@ -57,14 +57,26 @@ func readObjects(pattern string) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-func (s *Stack) installCRDs(ctx context.Context) error {
+// stackCRDs are the Trainer's and JobSet's CRDs of s.Assets.
+func (s *Stack) stackCRDs() []string {
 	m := filepath.Join(s.Assets, "manifests")
-	return s.InstallCRDs(ctx, filepath.Join(m, "trainer", "crds", "*.yaml"), filepath.Join(m, "jobset", "crds", "*.yaml"))
+	return []string{filepath.Join(m, "trainer", "crds", "*.yaml"), filepath.Join(m, "jobset", "crds", "*.yaml")}
 }
 
 // InstallCRDs creates the CRDs of the files matching patterns (one already there is kept) and
 // waits until all are Established: an engine's own CRDs, e.g. Argo's or Tekton's.
 func (s *Stack) InstallCRDs(ctx context.Context, patterns ...string) error {
+	return s.putCRDs(ctx, func(ctx context.Context, o *unstructured.Unstructured) error {
+		if err := s.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	}, patterns...)
+}
+
+// putCRDs puts each CRD of the files matching patterns with put, then waits until all are
+// Established.
+func (s *Stack) putCRDs(ctx context.Context, put func(context.Context, *unstructured.Unstructured) error, patterns ...string) error {
 	var names []string
 	for _, pattern := range patterns {
 		objs, err := readObjects(pattern)
@@ -72,8 +84,8 @@ func (s *Stack) InstallCRDs(ctx context.Context, patterns ...string) error {
 			return err
 		}
 		for _, o := range objs {
-			if err := s.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating CRD %s: %w", o.GetName(), err)
+			if err := put(ctx, o); err != nil {
+				return fmt.Errorf("putting CRD %s: %w", o.GetName(), err)
 			}
 			names = append(names, o.GetName())
 		}
@@ -237,16 +249,21 @@ func (s *Stack) startTrainer(ctx context.Context, name string, kp keyPair, webho
 	if err != nil {
 		return err
 	}
+	src := filepath.Join(m, "controller_manager_config.yaml")
+	hasStatusServer := false
+	if !flags {
+		if hasStatusServer, err = configHas(src, "statusServer"); err != nil {
+			return err
+		}
+	}
+	if opts.TrainJobStatus && !hasStatusServer {
+		return errors.New("this Trainer release has no status server (TrainJobStatus is v2.2 and later)")
+	}
 	if flags {
-		return s.startFlagsTrainer(ctx, m, name, webhookPort, healthPort, opts)
+		return s.startFlagsTrainer(ctx, m, name, webhookPort, healthPort)
 	}
 	if err := s.installWebhooks(ctx, filepath.Join(m, "webhooks.yaml"), fmt.Sprintf("https://127.0.0.1:%d", webhookPort), s.pki.caPEM,
 		trainerWebhookName); err != nil {
-		return err
-	}
-	src := filepath.Join(m, "controller_manager_config.yaml")
-	hasStatusServer, err := configHas(src, "statusServer")
-	if err != nil {
 		return err
 	}
 	cfg := filepath.Join(s.dir, name+"-config.yaml")
@@ -263,9 +280,6 @@ func (s *Stack) startTrainer(ctx context.Context, name string, kp keyPair, webho
 		set["statusServer.port"] = int64(statusPort)
 	}
 	if opts.TrainJobStatus {
-		if !hasStatusServer {
-			return errors.New("this Trainer release has no status server (TrainJobStatus is v2.2 and later)")
-		}
 		set["featureGates.TrainJobStatus"] = true // as the Helm chart's manager.config.featureGates sets it
 	}
 	if err := managerConfig(src, cfg, set); err != nil {
@@ -311,12 +325,17 @@ func configHas(src, key string) (bool, error) {
 // waitManager waits until a controller-runtime manager says it is ready and its webhook server
 // answers TLS with the stack's certificate.
 func (s *Stack) waitManager(ctx context.Context, p *process, healthPort, webhookPort int) error {
-	if err := waitFor(ctx, p, p.name+" /readyz", func(ctx context.Context) (bool, error) {
-		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
-	}); err != nil {
+	if err := waitReadyz(ctx, p, healthPort); err != nil {
 		return err
 	}
 	return waitFor(ctx, p, p.name+" webhook server", s.tlsOK(webhookPort))
+}
+
+// waitReadyz waits until a controller-runtime manager's /readyz answers OK.
+func waitReadyz(ctx context.Context, p *process, healthPort int) error {
+	return waitFor(ctx, p, p.name+" /readyz", func(ctx context.Context) (bool, error) {
+		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
+	})
 }
 
 // installRuntimes creates the stock ClusterTrainingRuntimes through the Trainer's webhooks,

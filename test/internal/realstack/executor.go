@@ -97,6 +97,19 @@ func (e *Executor) Result(t *testing.T) ExecutorResult {
 	return res
 }
 
+// RunWithExecutor is RunWithOptions with the executor of this tree built into *bin first, for a
+// suite that runs the real binary against the stack.
+func RunWithExecutor(m *testing.M, s **Stack, bin *string, opts Options, setUp SetUp) int {
+	built, remove, err := BuildExecutor()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer remove()
+	*bin = built
+	return RunWithOptions(m, s, opts, setUp)
+}
+
 // BuildExecutor builds the executor of this tree into a temporary directory, for a suite's
 // TestMain; remove deletes it once the suite is done.
 func BuildExecutor() (bin string, remove func(), err error) {

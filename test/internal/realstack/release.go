@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/internal/compat"
 )
 
 // Each Trainer release runs here as its own manifests run it; what differs between them:
@@ -124,12 +125,9 @@ func (s *Stack) apiServerHosts() (string, error) {
 
 // startFlagsTrainer starts a v2.0 manager the way its manifests do: flags, the webhook Secret
 // cert-controller fills, and the webhook configuration calling the Service DNS name.
-func (s *Stack) startFlagsTrainer(ctx context.Context, m, name string, webhookPort, healthPort int, opts Options) error {
-	if opts.TrainJobStatus {
-		return errors.New("this Trainer release has no status server (TrainJobStatus is v2.2 and later)")
-	}
-	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: TrainerNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", TrainerNamespace, err)
+func (s *Stack) startFlagsTrainer(ctx context.Context, m, name string, webhookPort, healthPort int) error {
+	if err := s.createTrainerNamespace(ctx); err != nil {
+		return err
 	}
 	// The manager overlay's secretGenerator makes it empty; cert-controller fills it.
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: TrainerNamespace, Name: webhookSecret}}
@@ -140,20 +138,13 @@ func (s *Stack) startFlagsTrainer(ctx context.Context, m, name string, webhookPo
 		trainerWebhookName); err != nil {
 		return err
 	}
-	root := filepath.Join(s.dir, name+"-root")
-	saDir := filepath.Join(root, "secrets", "kubernetes.io", "serviceaccount")
-	certs := filepath.Join(root, "serving-certs")
-	for _, d := range []string{saDir, certs} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-	}
 	// The manager reads its namespace from its pod's ServiceAccount, here as in a cluster.
-	if err := os.WriteFile(filepath.Join(saDir, "namespace"), []byte(TrainerNamespace), 0o600); err != nil {
+	secrets, certs, err := s.trainerPodFiles(name, map[string]string{"namespace": TrainerNamespace})
+	if err != nil {
 		return err
 	}
 	binary, args, err := inMountNamespace("the Trainer v2.0 manager", [][2]string{
-		{filepath.Join(root, "secrets"), "/var/run/secrets"},
+		{secrets, "/var/run/secrets"},
 		{certs, "/tmp/k8s-webhook-server/serving-certs"},
 	}, filepath.Join(s.Assets, "trainer-controller-manager"), []string{
 		fmt.Sprintf("--webhook-server-port=%d", webhookPort),
@@ -179,9 +170,36 @@ func (s *Stack) startFlagsTrainer(ctx context.Context, m, name string, webhookPo
 		return err
 	}
 	// Its /readyz waits for the certificate, the CA injected and the webhook server.
-	return waitFor(ctx, p, p.name+" /readyz", func(ctx context.Context) (bool, error) {
-		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
-	})
+	return waitReadyz(ctx, p, healthPort)
+}
+
+// createTrainerNamespace makes the Trainer's operator namespace, if it is not there yet.
+func (s *Stack) createTrainerNamespace(ctx context.Context) error {
+	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: TrainerNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", TrainerNamespace, err)
+	}
+	return nil
+}
+
+// trainerPodFiles makes the files a Trainer manager reads from fixed paths of its pod, under
+// <stack>/<name>-root: secrets (for /var/run/secrets) holding serviceAccount's files in
+// kubernetes.io/serviceaccount, and an empty serving-certs directory (for
+// /tmp/k8s-webhook-server/serving-certs).
+func (s *Stack) trainerPodFiles(name string, serviceAccount map[string]string) (secrets, certs string, err error) {
+	root := filepath.Join(s.dir, name+"-root")
+	secrets, certs = filepath.Join(root, "secrets"), filepath.Join(root, "serving-certs")
+	saDir := filepath.Join(secrets, "kubernetes.io", "serviceaccount")
+	for _, d := range []string{saDir, certs} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", "", err
+		}
+	}
+	for file, data := range serviceAccount {
+		if err := os.WriteFile(filepath.Join(saDir, file), []byte(data), 0o600); err != nil {
+			return "", "", err
+		}
+	}
+	return secrets, certs, nil
 }
 
 // projectSecret writes the keys of Secret name in the operator namespace as files in dir, as a
@@ -207,13 +225,9 @@ func (s *Stack) projectSecret(ctx context.Context, name, dir string) (bool, erro
 	return true, nil
 }
 
-// NotePrefix marks a test log line the compatibility table (hack/compat) shows as a note on a
-// passing case.
-const NotePrefix = "compat-note: "
-
 // Lacks records, for the compatibility table, what the stack's release cannot do and what
 // trainstep does instead; the test goes on to prove the latter.
 func Lacks(t testing.TB, format string, args ...any) {
 	t.Helper()
-	t.Logf(NotePrefix+format, args...)
+	t.Logf(compat.NotePrefix+format, args...)
 }

@@ -197,7 +197,7 @@ func StartWith(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.startKwok(ctx, kubeletPort); err != nil {
 		return nil, err
 	}
-	if err := s.installCRDs(ctx); err != nil {
+	if err := s.InstallCRDs(ctx, s.stackCRDs()...); err != nil {
 		return nil, err
 	}
 	if s.webhookCert, err = s.pki.issue("webhook", "127.0.0.1", nil, true); err != nil {

@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -72,8 +71,8 @@ func (o Options) issuer(apiPort int) string {
 // parallel keep their own. The plugin copies the CA from the webhook Secret in the operator
 // namespace into each TrainJob's <name>-tls-config ConfigMap, so the Secret holds the stack's CA.
 func (s *Stack) statusServerSetUp(ctx context.Context, port int, binary string, args []string) (string, []string, error) {
-	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: TrainerNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", nil, fmt.Errorf("creating namespace %s: %w", TrainerNamespace, err)
+	if err := s.createTrainerNamespace(ctx); err != nil {
+		return "", nil, err
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: TrainerNamespace, Name: trainerSA}}
 	if err := s.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -83,19 +82,9 @@ func (s *Stack) statusServerSetUp(ctx context.Context, port int, binary string, 
 	if err := s.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
 		return "", nil, fmt.Errorf("requesting the Trainer's ServiceAccount token: %w", err)
 	}
-	root := filepath.Join(s.dir, "trainer-root")
-	secrets := filepath.Join(root, "secrets")
-	saDir := filepath.Join(secrets, "kubernetes.io", "serviceaccount")
-	certs := filepath.Join(root, "serving-certs")
-	for _, d := range []string{saDir, certs} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return "", nil, err
-		}
-	}
-	for name, data := range map[string]string{"token": tr.Status.Token, "namespace": TrainerNamespace, "ca.crt": string(s.pki.caPEM)} {
-		if err := os.WriteFile(filepath.Join(saDir, name), []byte(data), 0o600); err != nil {
-			return "", nil, err
-		}
+	secrets, certs, err := s.trainerPodFiles("trainer", map[string]string{"token": tr.Status.Token, "namespace": TrainerNamespace, "ca.crt": string(s.pki.caPEM)})
+	if err != nil {
+		return "", nil, err
 	}
 	kp := keyPair{cert: filepath.Join(certs, "tls.crt"), key: filepath.Join(certs, "tls.key")}
 	if err := s.pki.issueNames(kp, StatusServerHost); err != nil {

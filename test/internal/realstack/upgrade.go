@@ -3,7 +3,6 @@ package realstack
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 )
 
 // managerPorts are the ports of the JobSet and Trainer managers. An upgrade starts the new
@@ -50,20 +49,8 @@ func (s *Stack) UpgradeTrainer(ctx context.Context, assets string) error {
 		}
 	}
 	s.Assets = assets
-	m := filepath.Join(assets, "manifests")
-	for _, pattern := range []string{filepath.Join(m, "trainer", "crds", "*.yaml"), filepath.Join(m, "jobset", "crds", "*.yaml")} {
-		objs, err := readObjects(pattern)
-		if err != nil {
-			return err
-		}
-		for _, o := range objs {
-			if err := s.apply(ctx, o); err != nil {
-				return fmt.Errorf("replacing CRD %s with %s's: %w", o.GetName(), trainerRel, err)
-			}
-		}
-	}
-	if err := s.InstallCRDs(ctx, filepath.Join(m, "trainer", "crds", "*.yaml"), filepath.Join(m, "jobset", "crds", "*.yaml")); err != nil {
-		return err
+	if err := s.putCRDs(ctx, s.apply, s.stackCRDs()...); err != nil {
+		return fmt.Errorf("replacing the CRDs with %s's: %w", trainerRel, err)
 	}
 	if err := s.startManagers(ctx, "jobset-"+jobsetRel, "trainer-"+trainerRel); err != nil {
 		return err

@@ -5,7 +5,6 @@
 package kueue_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -28,15 +27,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	var removeBin func()
-	var err error
-	if bin, removeBin, err = realstack.BuildExecutor(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := realstack.RunWith(m, &stack, realstack.StartKueue)
-	removeBin()
-	os.Exit(code)
+	os.Exit(realstack.RunWithExecutor(m, &stack, &bin, realstack.Options{}, realstack.StartKueue))
 }
 
 // startExecutor starts the real binary against the stack, as a pipeline step does, so a test can

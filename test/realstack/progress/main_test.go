@@ -6,7 +6,6 @@
 package progress_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -19,13 +18,5 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var removeBin func()
-	var err error
-	if bin, removeBin, err = realstack.BuildExecutor(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true}, nil)
-	removeBin()
-	os.Exit(code)
+	os.Exit(realstack.RunWithExecutor(m, &stack, &bin, realstack.Options{TrainJobStatus: true}, nil))
 }

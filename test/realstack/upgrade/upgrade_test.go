@@ -8,7 +8,6 @@
 package upgrade_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,15 +36,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	var removeBin func()
-	var err error
-	if bin, removeBin, err = realstack.BuildExecutor(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := realstack.Run(m, &stack)
-	removeBin()
-	os.Exit(code)
+	os.Exit(realstack.RunWithExecutor(m, &stack, &bin, realstack.Options{}, nil))
 }
 
 // upgradeAssets is the release the stack is upgraded to.
