@@ -46,8 +46,15 @@ type Workload struct {
 	ClusterQueue string
 	// Cluster is the MultiKueue worker cluster the Workload was dispatched to (status.clusterName).
 	Cluster string
-	// Admitted is Admitted=True: quota reserved and every admission check passed.
-	Admitted bool
+	// Admitted is Admitted=True: quota reserved and every admission check passed; AdmittedAt is
+	// when it last became so (on a MultiKueue manager: when the job was dispatched to a worker).
+	Admitted   bool
+	AdmittedAt time.Time
+	// Inactive is spec.active false: Kueue deactivated the Workload (its requeuing limit, a
+	// rejected admission check, its maximum execution time) or a person did, and it is never
+	// admitted again until someone sets it active. EvictedReason says which
+	// (Deactivated, DeactivatedDueTo<cause>).
+	Inactive bool
 	// Waiting is why it is not admitted, in Kueue's words: the QuotaReserved=False message
 	// ("couldn't assign flavors to pod set node: insufficient quota ..."), else the
 	// Admitted=False one (admission checks pending).
@@ -98,9 +105,14 @@ func ReadWorkload(u *unstructured.Unstructured) *Workload {
 	conds := workloadConditions(u)
 	if c := apimeta.FindStatusCondition(conds, kueueAdmitted); c != nil {
 		w.Admitted = c.Status == metav1.ConditionTrue
-		if !w.Admitted {
+		if w.Admitted {
+			w.AdmittedAt = c.LastTransitionTime.Time
+		} else {
 			w.Waiting = c.Message
 		}
+	}
+	if active, found, _ := unstructured.NestedBool(u.Object, "spec", "active"); found && !active {
+		w.Inactive = true
 	}
 	if c := apimeta.FindStatusCondition(conds, kueueQuotaReserved); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
 		w.Waiting = c.Message
@@ -135,6 +147,11 @@ func workloadConditions(u *unstructured.Unstructured) []metav1.Condition {
 		c.Status = metav1.ConditionStatus(s)
 		c.Reason, _ = m["reason"].(string)
 		c.Message, _ = m["message"].(string)
+		if ts, _ := m["lastTransitionTime"].(string); ts != "" {
+			if t, err := time.Parse(time.RFC3339, ts); err == nil {
+				c.LastTransitionTime = metav1.NewTime(t)
+			}
+		}
 		out = append(out, c)
 	}
 	return out

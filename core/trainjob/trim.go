@@ -1,9 +1,14 @@
 package trainjob
 
 import (
+	"fmt"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Informer caches keep every object they list for as long as the process runs, so each face
@@ -78,4 +83,63 @@ func StripManagedFields(obj any) (any, error) {
 		}
 	}
 	return obj, nil
+}
+
+// TrimWorkload keeps of a cached Kueue Workload only what ReadWorkload and WorkloadOf read: its
+// identity, owner references, spec.active, and of its status the conditions, the ClusterQueue
+// it was admitted to, the MultiKueue worker cluster and the eviction counts. The pod sets (each
+// a whole pod template: a TrainJob's carries its training script, up to 1 MiB), resource usage,
+// admission checks' details and managedFields are dropped. A Workload no TrainJob owns (a Job's,
+// a RayCluster's, another integration's) keeps only its identity, so a cache of every Workload
+// of the namespaces watched costs a few hundred bytes for each that is not trainstep's. Anything
+// that is not an *unstructured.Unstructured (a DeletedFinalStateUnknown tombstone) passes
+// through unchanged.
+func TrimWorkload(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(u.GetName())
+	out.SetNamespace(u.GetNamespace())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	out.SetCreationTimestamp(u.GetCreationTimestamp())
+	out.SetDeletionTimestamp(u.GetDeletionTimestamp())
+	if uid, ok := u.GetLabels()[LabelKueueJobUID]; ok {
+		out.SetLabels(map[string]string{LabelKueueJobUID: uid})
+	}
+	refs := u.GetOwnerReferences()
+	out.SetOwnerReferences(refs)
+	if !ownedByTrainJob(refs) {
+		return out, nil
+	}
+	if active, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "active"); found {
+		out.Object["spec"] = map[string]any{"active": active}
+	}
+	status := map[string]any{}
+	for _, path := range [][]string{{"conditions"}, {"clusterName"}, {"schedulingStats", "evictions"}, {"admission", "clusterQueue"}} {
+		v, found, _ := unstructured.NestedFieldNoCopy(u.Object, append([]string{"status"}, path...)...)
+		if !found {
+			continue
+		}
+		if err := unstructured.SetNestedField(status, v, path...); err != nil {
+			return nil, fmt.Errorf("trimming Workload %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		}
+	}
+	if len(status) > 0 {
+		out.Object["status"] = status
+	}
+	return out, nil
+}
+
+func ownedByTrainJob(refs []metav1.OwnerReference) bool {
+	for _, ref := range refs {
+		if ref.Kind == "TrainJob" && strings.HasPrefix(ref.APIVersion, trainer.GroupVersion.Group+"/") {
+			return true
+		}
+	}
+	return false
 }

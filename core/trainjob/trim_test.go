@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -65,4 +66,55 @@ func TestStripManagedFields(t *testing.T) {
 	assert.Equal(t, map[string]string{AnnotationStepKey: "k"}, out.(*trainer.TrainJob).Annotations)
 	_, err = StripManagedFields(cache.DeletedFinalStateUnknown{})
 	assert.NoError(t, err)
+}
+
+// TestTrimWorkloadKeepsWhatReadWorkloadReads: a TrainJob's Workload reads the same trimmed as
+// whole, without its pod sets; another integration's Workload keeps only its identity.
+func TestTrimWorkloadKeepsWhatReadWorkloadReads(t *testing.T) {
+	full := workloadObject("tj-uid", []any{
+		map[string]any{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": "2026-12-01T10:00:00Z"},
+		map[string]any{"type": "Admitted", "status": "True", "reason": "Admitted", "message": "", "lastTransitionTime": "2026-12-01T10:00:05Z"},
+		wlCond("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded", "The workload is deactivated due to exceeding the maximum number of re-queuing retries"),
+	}, []any{map[string]any{"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": int64(2)}})
+	full.SetLabels(map[string]string{LabelKueueJobUID: "tj-uid", "other": "x"})
+	full.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kueue"}})
+	require.NoError(t, unstructured.SetNestedField(full.Object, false, "spec", "active"))
+	require.NoError(t, unstructured.SetNestedSlice(full.Object, []any{map[string]any{"name": "node", "count": int64(1),
+		"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "node", "command": []any{"bash", "-c", "a long training script"}}}}}}},
+		"spec", "podSets"))
+	require.NoError(t, unstructured.SetNestedField(full.Object, "worker", "status", "clusterName"))
+	require.NoError(t, unstructured.SetNestedField(full.Object, []any{map[string]any{"name": "node"}}, "status", "admission", "podSetAssignments"))
+
+	got, err := TrimWorkload(full.DeepCopy())
+	require.NoError(t, err)
+	trimmed := got.(*unstructured.Unstructured)
+	assert.Equal(t, ReadWorkload(&full), ReadWorkload(trimmed))
+	w := ReadWorkload(trimmed)
+	assert.True(t, w.Inactive)
+	assert.True(t, w.Admitted)
+	assert.Equal(t, time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC), w.AdmittedAt.UTC())
+	assert.Equal(t, "DeactivatedDueToRequeuingLimitExceeded", w.EvictedReason)
+	assert.Equal(t, 2, w.Evictions)
+	assert.Equal(t, "worker", w.Cluster)
+	assert.Equal(t, "gpu-cq", w.ClusterQueue)
+	_, found, _ := unstructured.NestedFieldNoCopy(trimmed.Object, "spec", "podSets")
+	assert.False(t, found, "pod sets dropped")
+	_, found, _ = unstructured.NestedFieldNoCopy(trimmed.Object, "status", "admission", "podSetAssignments")
+	assert.False(t, found, "admission details dropped")
+	assert.Nil(t, trimmed.GetManagedFields())
+	assert.Equal(t, map[string]string{LabelKueueJobUID: "tj-uid"}, trimmed.GetLabels())
+
+	foreign := full.DeepCopy()
+	foreign.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "job-uid"}})
+	got, err = TrimWorkload(foreign)
+	require.NoError(t, err)
+	stub := got.(*unstructured.Unstructured)
+	assert.Equal(t, foreign.GetName(), stub.GetName())
+	assert.NotContains(t, stub.Object, "spec")
+	assert.NotContains(t, stub.Object, "status")
+
+	tomb := cache.DeletedFinalStateUnknown{Key: "ns/w"}
+	got, err = TrimWorkload(tomb)
+	require.NoError(t, err)
+	assert.Equal(t, tomb, got)
 }
