@@ -315,7 +315,7 @@ func (res *Result) Observe() trainjob.Observation {
 	if len(lines) > trainjob.TailLines {
 		lines = lines[len(lines)-trainjob.TailLines:]
 	}
-	return obs.WithLogTail(fmt.Sprintf("node-%d", n.Index), strings.Join(lines, "\n"))
+	return obs.WithLogTail(fmt.Sprintf("node-%d", n.Index), trainjob.NodeContainer, strings.Join(lines, "\n"))
 }
 
 func (r *Runner) runNode(ctx context.Context, i int, command []string, dir string, env []string, outMu *sync.Mutex) NodeResult {

@@ -377,7 +377,7 @@ func withOwnedTrouble(v *Verdict, s Snapshot) bool {
 		return true
 	}
 	if len(t.Lines) > 0 {
-		v.Message += "; " + strings.Join(t.Lines, "; ")
+		v.addNote(strings.Join(t.Lines, "; "))
 		v.Trouble = true
 	}
 	if v.Reason == ReasonResourcesCreationFailed {

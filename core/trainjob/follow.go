@@ -60,9 +60,10 @@ type Verdict struct {
 	// Keep says the face must mark the TrainJob kept (Keep): the timeout passed, it may still
 	// run, and the step asked for it to stay (keepOnTimeout) until its user deletes it.
 	Keep bool
-	// TailPod is the pod whose log tail belongs in the message: the failing node of a failed
-	// job, or the newest failure of a node its Job is retrying.
-	TailPod string
+	// TailPod is the pod whose log tail belongs in the message: the failing node (or
+	// initializer) of a failed job, or the newest failure of one its Job is retrying; and
+	// TailContainer the container to read (the node container, or an initializer's own).
+	TailPod, TailContainer string
 	// Wake is when to look again though nothing changed: the next deadline. Zero is never.
 	Wake time.Time
 	// Trouble says the message names why a job that is not running is not (a pod that cannot
@@ -80,7 +81,7 @@ type Verdict struct {
 // looks (a queue backlog, a restart, a leader change).
 func Decide(s Snapshot, d Deadlines) Verdict {
 	tj := s.TrainJob
-	obs := Observe(tj, s.Pods).WithEvents(s.Events).WithWorkload(tj, s.Workload)
+	obs := Observe(tj, s.Pods).WithEvents(tj, s.Pods, s.Events).WithWorkload(tj, s.Workload)
 	since := d.Since
 	if since.IsZero() {
 		since = tj.CreationTimestamp.Time
@@ -89,14 +90,17 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 	if d.Timeout > 0 {
 		timeout = since.Add(d.Timeout)
 	}
-	if d.StartTimeout > 0 {
-		start = startFrom(tj, since).Add(d.StartTimeout)
+	if from, ok := startFrom(tj, since, s.Workload); ok && d.StartTimeout > 0 {
+		start = from.Add(d.StartTimeout)
 	}
 	v := Verdict{Observation: obs}
 	v.Trouble = evictedByKueue(obs) // news: it may be admitted again in a second
 
 	if obs.Phase.Terminal() {
 		return ended(v, s.Now, timeout, d.Timeout)
+	}
+	if w := s.Workload; w != nil && w.Inactive && obs.Phase == PhaseSuspended {
+		return deactivated(v, s.Now, w)
 	}
 	if !timeout.IsZero() && !s.Now.Before(timeout) {
 		v.Observation = timedOut(obs, s.Now, fmt.Sprintf("TrainJob %s did not finish within %s", tj.Name, d.Timeout))
@@ -124,8 +128,8 @@ func waiting(v Verdict, s Snapshot, start, timeout time.Time, startTimeout time.
 	}
 	// A started job is Running while a node is replaced (Observe): its trouble is news too.
 	if len(trouble.Lines) > 0 && (obs.Phase != PhaseRunning || missing || trouble.Restarted) {
-		v.Message += "; " + strings.Join(trouble.Lines, "; ")
-		v.TailPod = trouble.Retrying
+		v.addNote(strings.Join(trouble.Lines, "; "))
+		v.TailPod, v.TailContainer = trouble.Retrying, trouble.RetryingContainer
 		v.Trouble = true
 	}
 	if obs.Started && StartedAt(tj).IsZero() {
@@ -155,12 +159,12 @@ func waiting(v Verdict, s Snapshot, start, timeout time.Time, startTimeout time.
 func ended(v Verdict, now, deadline time.Time, timeout time.Duration) Verdict {
 	obs := v.Observation
 	if obs.Phase == PhaseFailed {
-		v.TailPod = obs.FailedPod
+		v.TailPod, v.TailContainer = obs.FailedPod, obs.FailedContainer
 	}
 	if !deadline.IsZero() && obs.CompletionTime != nil && obs.CompletionTime.After(deadline) {
 		v.Observation = timedOut(obs, now, fmt.Sprintf("TrainJob %s finished at %s, after the step's timeout of %s",
 			obs.Name, obs.CompletionTime.UTC().Format(time.RFC3339), timeout))
-		v.TailPod = ""
+		v.TailPod, v.TailContainer = "", ""
 	}
 	return v
 }
@@ -168,7 +172,7 @@ func ended(v Verdict, now, deadline time.Time, timeout time.Duration) Verdict {
 func timedOut(obs Observation, now time.Time, msg string) Observation {
 	obs.Phase, obs.Reason, obs.Message = PhaseTimedOut, ReasonTimeout, msg
 	obs.CompletionTime = &now
-	obs.LogTail, obs.FailedPod = "", ""
+	obs.LogTail, obs.FailedPod, obs.FailedContainer = "", "", ""
 	return obs
 }
 
@@ -220,11 +224,11 @@ type Tailer struct {
 	Pods client.Reader
 }
 
-// WithTail returns the verdict's observation with the tail of v.TailPod (or, for a failure with
-// no pod known, of the TrainJob's first failed trainer pod) in its message.
+// WithTail returns the verdict's observation with the tail of v.TailPod's container (or, for a
+// failure with no pod known, of the pod blame picks among the TrainJob's pods) in its message.
 func (t Tailer) WithTail(ctx context.Context, v Verdict) Observation {
 	obs := v.Observation
-	pod := v.TailPod
+	pod, container := v.TailPod, v.TailContainer
 	if t.Logs == nil || (pod == "" && obs.Phase != PhaseFailed) {
 		return obs
 	}
@@ -235,14 +239,19 @@ func (t Tailer) WithTail(ctx context.Context, v Verdict) Observation {
 	if pod == "" && t.Pods != nil {
 		pods := &corev1.PodList{}
 		if err := t.Pods.List(ctx, pods, client.InNamespace(obs.Namespace), client.MatchingLabels{LabelJobSetName: obs.Name}); err == nil {
-			pod = failedPod(TrainerPods(pods.Items, obs.Name))
+			if p := blame(pods.Items, obs.Name); p != nil {
+				pod, container = p.Name, logContainer(p)
+			}
 		}
 	}
 	if pod == "" {
-		obs.Message += "\n(no log tail: the TrainJob has no trainer pods)"
+		obs.Message += "\n(no log tail: the TrainJob has no trainer or failed initializer pods)"
 		return obs
 	}
-	tail, err := t.Logs.Tail(ctx, obs.Namespace, pod, NodeContainer, TailLines)
+	if container == "" {
+		container = NodeContainer
+	}
+	tail, err := t.Logs.Tail(ctx, obs.Namespace, pod, container, TailLines)
 	switch {
 	case err != nil:
 		obs.Message += fmt.Sprintf("\n(no log tail: %v)", err)
@@ -251,5 +260,5 @@ func (t Tailer) WithTail(ctx context.Context, v Verdict) Observation {
 		obs.Message += fmt.Sprintf("\n(no log tail: pod %s printed nothing)", pod)
 		return obs
 	}
-	return obs.WithLogTail(pod, tail)
+	return obs.WithLogTail(pod, container, tail)
 }

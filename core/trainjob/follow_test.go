@@ -158,7 +158,8 @@ func TestDecide(t *testing.T) {
 		"the Trainer's resource-creation Event, while pending": {
 			snap: Snapshot{TrainJob: followJob(), Now: t0.Add(time.Minute), Events: []corev1.Event{{
 				InvolvedObject: corev1.ObjectReference{Kind: trainer.TrainJobKind, Name: "job"}, Reason: ReasonResourcesCreationFailed,
-				Message: `admission webhook "vjobset.kb.io" denied the request: will exceed 63 characters`}}},
+				LastTimestamp: metav1.NewTime(t0.Add(30 * time.Second)),
+				Message:       `admission webhook "vjobset.kb.io" denied the request: will exceed 63 characters`}}},
 			phase: PhasePending, reason: ReasonResourcesCreationFailed, inMessage: []string{"will exceed 63 characters"},
 		},
 		"every node running, not yet recorded: the face records it": {

@@ -49,7 +49,7 @@ func TestWithLogTailIsBounded(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			obs := Observation{Message: "TrainJob x failed"}.WithLogTail("pod-0", tc.tail)
+			obs := Observation{Message: "TrainJob x failed"}.WithLogTail("pod-0", NodeContainer, tc.tail)
 			assert.LessOrEqual(t, len(obs.LogTail), TailBytes)
 			assert.LessOrEqual(t, strings.Count(obs.LogTail, "\n")+1, TailLines)
 			assert.True(t, strings.HasSuffix(obs.LogTail, tc.wantEnd), "the end of the log explains the failure: %q", obs.LogTail)

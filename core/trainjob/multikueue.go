@@ -26,7 +26,8 @@ func Remote(tj *trainer.TrainJob) bool {
 }
 
 // remote is the observation of a TrainJob a worker cluster runs, from its mirrored status:
-// Running (and started) once one of the worker's Jobs is ready or done, else Pending. Finished
+// Running (and started) once one of the worker's Jobs is ready or done, and Running still once
+// recorded started (AnnotationStartedAt) while none is, else Pending. Finished
 // and suspended jobs are left as Observe read their mirrored conditions; every message says
 // where the job runs and what cannot be delivered.
 func (o Observation) remote(tj *trainer.TrainJob, cluster string) Observation {
@@ -50,10 +51,17 @@ func (o Observation) remote(tj *trainer.TrainJob, cluster string) Observation {
 		done += ptr.Deref(js.Succeeded, 0)
 		active += ptr.Deref(js.Active, 0)
 	}
-	if ready > 0 || done > 0 {
+	switch {
+	case ready > 0 || done > 0:
 		o.Phase, o.Reason, o.Started = PhaseRunning, "Running", true
 		o.Message = fmt.Sprintf("TrainJob %s is running %s: jobs ready %d, done %d", tj.Name, where, ready, done)
-	} else {
+	case !StartedAt(tj).IsZero():
+		// It ran: JobSet counts a Job ready only while every pod of it is, so a worker pod
+		// restarting (evicted, OOM-killed, retried) leaves none ready for a while. A started job
+		// is not starting again, and startTimeout no longer applies to it.
+		o.Phase, o.Reason = PhaseRunning, "Running"
+		o.Message = fmt.Sprintf("TrainJob %s is running %s: no job ready now (jobs active %d, a pod there is restarting)", tj.Name, where, active)
+	default:
 		o.Phase, o.Reason = PhasePending, "Pending"
 		o.Message = fmt.Sprintf("TrainJob %s is starting %s: jobs active %d", tj.Name, where, active)
 	}

@@ -28,13 +28,42 @@ func TestDecideRemote(t *testing.T) {
 	require.NoError(t, unstructured.SetNestedField(dispatched.Object, "worker-1", "status", "clusterName"))
 	failed := at(cond(trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs"), t0.Add(time.Minute))
 	failed.Message = "jobset failed due to one or more job failures"
+	// The manager's Kueue admitted it (and dispatched it) 55 minutes after its creation: it
+	// waited in the manager's queue; its Trainer records no resume (it leaves the job alone).
+	dispatchedLate := workloadObject("tj-uid", []any{wlCond("QuotaReserved", "True", "QuotaReserved", ""),
+		map[string]any{"type": "Admitted", "status": "True", "reason": "Admitted", "lastTransitionTime": t0.Add(55 * time.Minute).UTC().Format(time.RFC3339)}}, nil)
+	require.NoError(t, unstructured.SetNestedField(dispatchedLate.Object, "worker-1", "status", "clusterName"))
+	unmirrored := func() *trainer.TrainJob {
+		j := remoteJob(nil)
+		j.Status.Conditions = nil // nothing mirrored from the worker yet
+		return j
+	}
 	cases := map[string]struct {
-		tj        *trainer.TrainJob
-		phase     Phase
-		delete    bool
-		mark      bool
-		inMessage string
+		tj         *trainer.TrainJob
+		workload   *unstructured.Unstructured
+		noWorkload bool
+		phase      Phase
+		delete     bool
+		mark       bool
+		wake       time.Time
+		inMessage  string
 	}{
+		"recorded started, no Job ready now (a worker pod restarting), past startTimeout: running, not deleted": {
+			tj: func() *trainer.TrainJob {
+				j := remoteJob([]trainer.JobStatus{{Name: NodeJob, Active: ptr.To[int32](1)}})
+				j.Annotations = map[string]string{AnnotationStartedAt: t0.Add(time.Minute).UTC().Format(time.RFC3339)}
+				return j
+			}(),
+			phase: PhaseRunning, inMessage: "TrainJob job is running on cluster worker-1 (MultiKueue): no job ready now (jobs active 1, a pod there is restarting)",
+		},
+		"dispatched after a long wait in the manager's queue, nothing mirrored yet: startTimeout counts from the dispatch": {
+			tj: unmirrored(), workload: &dispatchedLate,
+			phase: PhasePending, wake: t0.Add(65 * time.Minute), inMessage: "is starting on cluster worker-1 (MultiKueue)",
+		},
+		"dispatched, its Workload not read and nothing mirrored: startTimeout cannot count yet": {
+			tj: unmirrored(), noWorkload: true,
+			phase: PhasePending, inMessage: "is starting on a worker cluster (MultiKueue)",
+		},
 		"the worker's Jobs are ready: running, started, past startTimeout, not deleted": {
 			tj:    remoteJob([]trainer.JobStatus{{Name: NodeJob, Ready: ptr.To[int32](1), Active: ptr.To[int32](1)}}),
 			phase: PhaseRunning, mark: true, inMessage: "TrainJob job is running on cluster worker-1 (MultiKueue): jobs ready 1, done 0",
@@ -58,14 +87,25 @@ func TestDecideRemote(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			v := Decide(Snapshot{TrainJob: tc.tj, Workload: WorkloadOf(tc.tj, []unstructured.Unstructured{dispatched}), Now: t0.Add(time.Hour)},
+			wl := dispatched
+			if tc.workload != nil {
+				wl = *tc.workload
+			}
+			var w *Workload
+			if !tc.noWorkload {
+				w = WorkloadOf(tc.tj, []unstructured.Unstructured{wl})
+			}
+			v := Decide(Snapshot{TrainJob: tc.tj, Workload: w, Now: t0.Add(time.Hour)},
 				Deadlines{StartTimeout: 10 * time.Minute})
 			require.Equal(t, tc.phase, v.Phase, v.Message)
 			assert.Equal(t, tc.delete, v.Delete)
 			assert.Equal(t, tc.mark, !v.MarkStarted.IsZero())
+			assert.Equal(t, tc.wake, v.Wake)
 			assert.Contains(t, v.Message, tc.inMessage)
 			out := v.Outputs()
-			assert.Equal(t, "worker-1", out[OutCluster])
+			if !tc.noWorkload {
+				assert.Equal(t, "worker-1", out[OutCluster])
+			}
 			assert.Equal(t, Undelivered, out[OutUndelivered])
 			assert.Empty(t, v.TailPod, "no pod on the manager to read a log from")
 		})

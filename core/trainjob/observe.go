@@ -2,6 +2,7 @@ package trainjob
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,8 +59,11 @@ type Observation struct {
 	RunningNodes   int32
 	// Node0Pod is the first trainer pod once it runs (for log streaming).
 	Node0Pod string
-	// FailedPod is the pod whose log explains a failure.
-	FailedPod string
+	// FailedPod is the pod whose log explains a failure, and FailedContainer its container whose
+	// log that is (the node container, or an initializer's own).
+	FailedPod, FailedContainer string
+	// failedWhy says how FailedPod ended, in its own words (describeFailure), when it failed.
+	failedWhy string
 	// Progress and Metrics come from status.trainerStatus (Trainer v2.2+, when enabled).
 	Progress  *int32
 	Remaining *int32
@@ -131,17 +135,52 @@ func initializers(pods []corev1.Pod, jobName string) (running, done []string) {
 	return running, done
 }
 
-// failedPod is the pod whose log explains a failure: the first failed one, else the first.
-func failedPod(pods []corev1.Pod) string {
-	for _, p := range pods {
-		if p.Status.Phase == corev1.PodFailed {
-			return p.Name
+// blame is the pod whose log explains a failure and the container to read: the first failed
+// trainer pod; else the first failed initializer (a job whose initializer failed never ran its
+// nodes); else the first trainer pod. Empty when there is none.
+func blame(pods []corev1.Pod, jobName string) (pod *corev1.Pod) {
+	trainerPods := TrainerPods(pods, jobName)
+	for i := range trainerPods {
+		if trainerPods[i].Status.Phase == corev1.PodFailed {
+			return &trainerPods[i]
 		}
 	}
-	if len(pods) > 0 {
-		return pods[0].Name
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[LabelJobSetName] == jobName && isInitializer(p) && p.Status.Phase == corev1.PodFailed {
+			return p
+		}
 	}
-	return ""
+	if len(trainerPods) > 0 {
+		return &trainerPods[0]
+	}
+	return nil
+}
+
+func isInitializer(p *corev1.Pod) bool {
+	rj := p.Labels[LabelReplicatedJob]
+	return rj == DatasetInitializerJob || rj == ModelInitializerJob
+}
+
+// logContainer is the container of p whose log explains its failure: the first that ended with
+// an error, else the trainer's node container when p has one, else its first.
+func logContainer(p *corev1.Pod) string {
+	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return cs.Name
+		}
+	}
+	names := make([]string, 0, len(p.Spec.Containers)+len(p.Status.ContainerStatuses))
+	for _, c := range p.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		names = append(names, cs.Name)
+	}
+	if len(names) == 0 || slices.Contains(names, NodeContainer) {
+		return NodeContainer
+	}
+	return names[0]
 }
 
 // Observe reads a TrainJob and its pods, the one place conditions are interpreted. Terminal is
@@ -186,7 +225,12 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 			}
 		}
 	}
-	o.FailedPod = failedPod(trainerPods)
+	if p := blame(pods, tj.Name); p != nil {
+		o.FailedPod, o.FailedContainer = p.Name, logContainer(p)
+		if p.Status.Phase == corev1.PodFailed {
+			o.failedWhy = describeFailure(p)
+		}
+	}
 	result := podResult(trainerPods)
 	o.Result = result.Value
 	initRunning, initDone := initializers(pods, tj.Name)
@@ -261,6 +305,9 @@ func (o Observation) terminal(phase Phase, c *metav1.Condition) Observation {
 	if o.Message == "" {
 		o.Message = fmt.Sprintf("TrainJob %s %s", o.Name, strings.ToLower(string(phase)))
 	}
+	if phase == PhaseFailed && o.failedWhy != "" {
+		o.Message += "; " + o.failedWhy
+	}
 	if note := o.metricCollisions(); note != "" {
 		o.Message += "; " + note
 	}
@@ -281,15 +328,22 @@ func numNodes(tj *trainer.TrainJob) int32 {
 // JobSet; no condition records it (trainer#2459), so a waiter would otherwise see Pending forever.
 const ReasonResourcesCreationFailed = "TrainJobResourcesCreationFailed"
 
-// WithEvents surfaces the newest resource-creation failure in a not-yet-running job's message.
-func (o Observation) WithEvents(events []corev1.Event) Observation {
-	if o.Phase != PhasePending {
+// WithEvents surfaces the newest resource-creation failure in a not-yet-running job's message:
+// the Trainer's Event about this TrainJob (its UID, where the Event names one; last seen after
+// its creation: an Event of a deleted TrainJob of the same name is not this one's), while
+// nothing shows the failure healed: once JobSet has the TrainJob's JobSet (the Trainer mirrors
+// its Jobs in status.jobsStatus; its pods exist), the Trainer created its resources, however
+// they failed before.
+func (o Observation) WithEvents(tj *trainer.TrainJob, pods []corev1.Pod, events []corev1.Event) Observation {
+	if o.Phase != PhasePending || resourcesCreated(tj, pods) {
 		return o
 	}
+	notBefore := tj.CreationTimestamp.Add(-eventSlack)
 	var newest *corev1.Event
 	for i := range events {
 		e := &events[i]
-		if e.Reason != ReasonResourcesCreationFailed || e.InvolvedObject.Name != o.Name {
+		if e.Reason != ReasonResourcesCreationFailed || e.InvolvedObject.Kind != trainer.TrainJobKind || e.InvolvedObject.Name != tj.Name ||
+			(e.InvolvedObject.UID != "" && tj.UID != "" && e.InvolvedObject.UID != tj.UID) || lastSeen(e).Before(notBefore) {
 			continue
 		}
 		if newest == nil || lastSeen(e).After(lastSeen(newest)) {
@@ -303,14 +357,34 @@ func (o Observation) WithEvents(events []corev1.Event) Observation {
 	return o
 }
 
-// WithLogTail adds a failing node's last log lines, bounded by BoundTail, to the message.
-func (o Observation) WithLogTail(pod, tail string) Observation {
+// resourcesCreated reports whether the TrainJob's JobSet exists, as far as the TrainJob and its
+// pods show: the Trainer mirrors the JobSet's Jobs in status.jobsStatus, and JobSet's Jobs make
+// the pods.
+func resourcesCreated(tj *trainer.TrainJob, pods []corev1.Pod) bool {
+	if len(tj.Status.JobsStatus) > 0 {
+		return true
+	}
+	for i := range pods {
+		if pods[i].Labels[LabelJobSetName] == tj.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// WithLogTail adds a failing pod's last log lines, bounded by BoundTail, to the message: of its
+// container (the node container unless named otherwise: an initializer's own).
+func (o Observation) WithLogTail(pod, container, tail string) Observation {
 	tail = BoundTail(tail)
 	if tail == "" {
 		return o
 	}
 	o.LogTail = tail
-	o.FailedPod = pod
-	o.Message = fmt.Sprintf("%s\nlast lines of %s:\n%s", o.Message, pod, tail)
+	o.FailedPod, o.FailedContainer = pod, container
+	of := pod
+	if container != "" && container != NodeContainer {
+		of = fmt.Sprintf("%s (container %s)", pod, container)
+	}
+	o.Message = fmt.Sprintf("%s\nlast lines of %s:\n%s", o.Message, of, tail)
 	return o
 }

@@ -80,6 +80,18 @@ func ETA(d time.Duration) string {
 	}
 }
 
+// addNote adds a clause to the message before its progress line: the line stays last, and
+// what is news (a node that restarted, a pod that cannot be scheduled) is part of the state
+// WithoutProgress keeps, so a face neither cuts it (a terminal's status line) nor holds it back
+// as if it were progress (ThrottleProgress).
+func (o *Observation) addNote(clause string) {
+	state, progress, found := strings.Cut(o.Message, progressSep)
+	o.Message = state + "; " + clause
+	if found {
+		o.Message += progressSep + progress
+	}
+}
+
 // WithoutProgress is msg without its progress line: two messages that differ only there are
 // the same state of the job, reported at another point of training.
 func WithoutProgress(msg string) string {

@@ -6,6 +6,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -139,4 +140,26 @@ func TestProgressOffWaitsForTheMPILauncher(t *testing.T) {
 	node := pod("job", NodeJob, 0, corev1.PodRunning)
 	node.Spec.Containers = []corev1.Container{{Name: NodeContainer}}
 	assert.False(t, Observe(tj, []corev1.Pod{node}).ProgressOff)
+}
+
+// A node restarted while progress is reported: the restart is said before the progress line, so
+// it is part of the job's state (WithoutProgress keeps it: a terminal prints it, Tekton does not
+// hold it back as progress) and the progress line stays last.
+func TestTroubleGoesBeforeTheProgressLine(t *testing.T) {
+	tj := startedJob(t0)
+	tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](42), Metrics: []trainer.Metric{{Name: "loss", Value: "0.31"}}}
+	restarted := runningNode(1, t0)
+	restarted.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: NodeContainer, RestartCount: 1,
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
+	v := Decide(Snapshot{TrainJob: tj, Pods: []corev1.Pod{runningNode(0, t0), restarted}, Now: t0.Add(time.Hour)}, Deadlines{})
+	require.Equal(t, PhaseRunning, v.Phase)
+	assert.Equal(t, "TrainJob job is running: 2/2 nodes; node 1 (pod job-node-1) restarted: OOMKilled (exit code 137), attempt 2 · 42% · loss=0.31", v.Message)
+	assert.Equal(t, "TrainJob job is running: 2/2 nodes; node 1 (pod job-node-1) restarted: OOMKilled (exit code 137), attempt 2", WithoutProgress(v.Message))
+	assert.True(t, v.Trouble)
+
+	// The throttle lets the restart through at once: it is not a change of progress alone.
+	before := "TrainJob job is running: 2/2 nodes · 41% · loss=0.33"
+	got, wait := ThrottleProgress(before, t0.Add(time.Hour-time.Second), v.Message, t0.Add(time.Hour), ProgressEvery)
+	assert.Equal(t, v.Message, got)
+	assert.Zero(t, wait)
 }

@@ -168,13 +168,31 @@ func LastResumed(tj *trainer.TrainJob) time.Time {
 	return c.LastTransitionTime.Time
 }
 
-// startFrom is when startTimeout starts counting: since, or the last resume when later. A job
-// Kueue held in its queue for longer than startTimeout has not been failing to start meanwhile.
-func startFrom(tj *trainer.TrainJob, since time.Time) time.Time {
-	if r := LastResumed(tj); r.After(since) {
-		return r
+// startFrom is when startTimeout starts counting: since, or the job's last admission when later
+// (the Trainer's last resume, or Kueue's Admitted=True on its Workload). A job Kueue held in its
+// queue for longer than startTimeout has not been failing to start meanwhile. False when it
+// cannot start counting yet: a MultiKueue job whose dispatch to a worker nothing shows (the
+// manager's Trainer leaves it alone, so no resume is recorded until the worker's status is
+// mirrored, and its Workload is not read): counting from its creation would delete a job that
+// waited in the manager's queue the moment it is dispatched.
+func startFrom(tj *trainer.TrainJob, since time.Time, w *Workload) (time.Time, bool) {
+	from, admitted := since, false
+	if r := LastResumed(tj); !r.IsZero() {
+		admitted = true
+		if r.After(from) {
+			from = r
+		}
 	}
-	return since
+	if w != nil && w.Admitted && !w.AdmittedAt.IsZero() {
+		admitted = true
+		if w.AdmittedAt.After(from) {
+			from = w.AdmittedAt
+		}
+	}
+	if Remote(tj) && !admitted {
+		return time.Time{}, false
+	}
+	return from, true
 }
 
 // WithWorkload adds what Kueue says to a TrainJob's observation: the counts, the queue wait and,
@@ -266,4 +284,34 @@ func FindWorkload(ctx context.Context, r client.Reader, tj *trainer.TrainJob) (*
 		return nil, fmt.Errorf("reading Kueue's Workload of TrainJob %s/%s (needs get and list on workloads.kueue.x-k8s.io): %w", tj.Namespace, tj.Name, err)
 	}
 	return WorkloadOf(tj, l.Items), nil
+}
+
+// kueueDeactivated is the Evicted reason of a deactivated Workload: alone when a person set
+// spec.active false, DeactivatedDueTo<cause> when Kueue did (RequeuingLimitExceeded,
+// MaximumExecutionTimeExceeded, a rejected admission check).
+const kueueDeactivated = "Deactivated"
+
+// deactivated ends a step whose Workload is deactivated: Kueue keeps such a job suspended until
+// someone sets the Workload active again, and nothing in a pipeline will, so the step would wait
+// forever (Suspended is exempt from startTimeout, and Argo and Tekton set no timeout by
+// default). The TrainJob is deleted, as at startTimeout: a step that has ended leaves nothing
+// that could start training later with no one following it.
+func deactivated(v Verdict, now time.Time, w *Workload) Verdict {
+	reason := w.EvictedReason
+	if !strings.HasPrefix(reason, kueueDeactivated) {
+		reason = kueueDeactivated // set inactive, not yet evicted by Kueue
+	}
+	who := "Kueue deactivated"
+	if reason == kueueDeactivated {
+		who = "someone deactivated (spec.active: false)"
+	}
+	msg := fmt.Sprintf("TrainJob %s will not run: %s its Workload %s (%s)", v.Name, who, w.Name, reason)
+	if w.EvictedMessage != "" {
+		msg += ": " + w.EvictedMessage
+	}
+	v.Phase, v.Reason = PhaseFailed, reason
+	v.Message = msg + "; Kueue admits a deactivated Workload again only when someone sets it active, so the step ends here; its TrainJob was deleted"
+	v.CompletionTime = &now
+	v.Delete, v.Trouble = true, false
+	return v
 }

@@ -43,6 +43,13 @@ func workloadObject(owner types.UID, conds, evictions []any) unstructured.Unstru
 	return u
 }
 
+// inactive is u with spec.active false: deactivated.
+func inactive(u unstructured.Unstructured) unstructured.Unstructured {
+	u = *u.DeepCopy()
+	u.Object["spec"] = map[string]any{"active": false}
+	return u
+}
+
 func wlCond(typ, status, reason, msg string) map[string]any {
 	return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg}
 }
@@ -101,6 +108,22 @@ func TestDecideQueued(t *testing.T) {
 			workloads: []unstructured.Unstructured{podsReady},
 			phase:     PhaseSuspended, reason: "EvictedPodsReadyTimeout", evictions: 1,
 			inMessage: []string{"TrainJob job was evicted by Kueue (PodsReadyTimeout): Exceeded the PodsReady timeout default/job; requeued in LocalQueue training"},
+		},
+		"deactivated by Kueue after its requeuing limit: ends in Kueue's words, deleted": {
+			snap: Snapshot{TrainJob: queuedJob(time.Time{}), Now: t0.Add(2 * time.Hour)},
+			workloads: []unstructured.Unstructured{inactive(workloadObject("tj-uid", []any{
+				wlCond("QuotaReserved", "False", "Pending", "The workload is deactivated"),
+				wlCond("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded", "The workload is deactivated due to exceeding the maximum number of re-queuing retries"),
+				wlCond("Requeued", "False", "Deactivated", "The workload is deactivated due to exceeding the maximum number of re-queuing retries"),
+			}, []any{map[string]any{"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": int64(2)}}))},
+			phase: PhaseFailed, reason: "DeactivatedDueToRequeuingLimitExceeded", delete: true, evictions: 2,
+			inMessage: []string{"TrainJob job will not run: Kueue deactivated its Workload trainjob-job-1a2b3 (DeactivatedDueToRequeuingLimitExceeded): The workload is deactivated due to exceeding the maximum number of re-queuing retries; Kueue admits a deactivated Workload again only when someone sets it active"},
+		},
+		"deactivated by a person: ends, saying so": {
+			snap:      Snapshot{TrainJob: queuedJob(time.Time{}), Now: t0.Add(2 * time.Hour)},
+			workloads: []unstructured.Unstructured{inactive(waiting)},
+			phase:     PhaseFailed, reason: "Deactivated", delete: true,
+			inMessage: []string{"someone deactivated (spec.active: false) its Workload trainjob-job-1a2b3 (Deactivated)"},
 		},
 		"another job's Workload is not this one's": {
 			snap:      Snapshot{TrainJob: queuedJob(time.Time{}), Now: t0.Add(2 * time.Hour)},

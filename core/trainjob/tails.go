@@ -26,7 +26,7 @@ func (t *Tails) WithTail(ctx context.Context, tailer Tailer, v Verdict) Observat
 	tail, ok := t.m[key]
 	t.mu.Unlock()
 	if ok {
-		return v.WithLogTail(v.TailPod, tail)
+		return v.WithLogTail(v.TailPod, v.TailContainer, tail)
 	}
 	obs := tailer.WithTail(ctx, v)
 	if obs.LogTail != "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 )
@@ -149,9 +150,9 @@ func TestObserveFailedPodAndOutputs(t *testing.T) {
 		},
 	}
 	pods := []corev1.Pod{pod("job", "node", 0, corev1.PodSucceeded), pod("job", "node", 2, corev1.PodFailed), pod("job", "node", 1, corev1.PodSucceeded)}
-	o := Observe(tj, pods).WithLogTail("job-node-2", "Traceback\nValueError: x\n")
+	o := Observe(tj, pods).WithLogTail("job-node-2", NodeContainer, "Traceback\nValueError: x\n")
 	assert.Equal(t, "job-node-2", o.FailedPod)
-	assert.Equal(t, "boom\nlast lines of job-node-2:\nTraceback\nValueError: x", o.Message)
+	assert.Equal(t, "boom; node 2 (pod job-node-2) failed (no exit code recorded)\nlast lines of job-node-2:\nTraceback\nValueError: x", o.Message)
 	assert.Equal(t, map[string]string{
 		OutName: "job", OutNamespace: "ns", OutRuntime: "jax-distributed", OutFramework: "jax", OutPhase: "Failed", OutReason: "FailedJobs",
 		OutMessage: o.Message, OutStartTime: "1970-01-01T00:16:40Z", OutCompletionTime: "1970-01-01T00:18:10Z", OutDuration: "90",
@@ -163,22 +164,32 @@ func TestObserveFailedPodAndOutputs(t *testing.T) {
 }
 
 func TestWithEventsSurfacesResourceCreationFailures(t *testing.T) {
-	ev := func(name, reason, msg string, at int64) corev1.Event {
-		return corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "TrainJob", Name: name}, Reason: reason, Message: msg,
+	created := time.Unix(100, 0)
+	ev := func(name, uid, reason, msg string, at int64) corev1.Event {
+		return corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "TrainJob", Name: name, UID: types.UID(uid)}, Reason: reason, Message: msg,
 			LastTimestamp: metav1.NewTime(time.Unix(at, 0))}
 	}
 	events := []corev1.Event{
-		ev("job", ReasonResourcesCreationFailed, "old: quota", 10),
-		ev("job", ReasonResourcesCreationFailed, "jobsets.jobset.x-k8s.io is forbidden", 20),
-		ev("job", "Created", "fine", 30),
-		ev("other", ReasonResourcesCreationFailed, "not ours", 40),
+		ev("job", "tj-uid", ReasonResourcesCreationFailed, "old: quota", 110),
+		ev("job", "tj-uid", ReasonResourcesCreationFailed, "jobsets.jobset.x-k8s.io is forbidden", 120),
+		ev("job", "tj-uid", "Created", "fine", 130),
+		ev("other", "other-uid", ReasonResourcesCreationFailed, "not ours", 140),
+		ev("job", "deleted-uid", ReasonResourcesCreationFailed, "a deleted job's of the same name", 150),
+		ev("job", "", ReasonResourcesCreationFailed, "a deleted job's, before this one was created", 50),
 	}
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "job", UID: "tj-uid", CreationTimestamp: metav1.NewTime(created)}}
 	pending := Observation{Name: "job", Phase: PhasePending, Reason: "Pending", Message: "TrainJob job is starting: 0/1 nodes running"}
-	o := pending.WithEvents(events)
+	o := pending.WithEvents(tj, nil, events)
 	assert.Equal(t, ReasonResourcesCreationFailed, o.Reason)
 	assert.Equal(t, "TrainJob job is starting: 0/1 nodes running; the Trainer cannot create its resources: jobsets.jobset.x-k8s.io is forbidden", o.Message)
 	running := Observation{Name: "job", Phase: PhaseRunning, Message: "running"}
-	assert.Equal(t, running, running.WithEvents(events), "only a job that has not started is explained by it")
+	assert.Equal(t, running, running.WithEvents(tj, nil, events), "only a job that has not started is explained by it")
+
+	healed := tj.DeepCopy()
+	healed.Status.JobsStatus = []trainer.JobStatus{{Name: NodeJob}}
+	assert.Equal(t, pending, pending.WithEvents(healed, nil, events), "its JobSet exists: the failure healed")
+	assert.Equal(t, pending, pending.WithEvents(tj, []corev1.Pod{pod("job", NodeJob, 0, corev1.PodPending)}, events), "its pods exist: the failure healed")
+	assert.Equal(t, pending, pending.WithEvents(tj, nil, events[3:]), "another TrainJob's, a deleted one's of the same name")
 }
 
 func TestNamePrefix(t *testing.T) {

@@ -31,8 +31,9 @@ const maxTrouble = 3
 type Trouble struct {
 	// Lines are one sentence per pod, most telling first: failures and restarts, then stuck pods.
 	Lines []string
-	// Retrying is the newest failed pod of a node its Job is retrying: its log says why.
-	Retrying string
+	// Retrying is the newest failed pod of a node (or initializer) its Job is retrying, and
+	// RetryingContainer its container whose log says why.
+	Retrying, RetryingContainer string
 	// Restarted says a line reports a failure or restart: news even while every node runs.
 	Restarted bool
 }
@@ -76,7 +77,7 @@ func podTrouble(pods []corev1.Pod, jobName string) Trouble {
 		}
 	}
 	if newestFailed != nil {
-		t.Retrying = newestFailed.Name
+		t.Retrying, t.RetryingContainer = newestFailed.Name, logContainer(newestFailed)
 	}
 	t.Lines = append(append(t.Lines, failed...), stuck...)
 	if len(t.Lines) > maxTrouble {
@@ -212,4 +213,35 @@ func exitOf(p *corev1.Pod) string {
 		return p.Status.Reason
 	}
 	return "no exit code recorded"
+}
+
+// maxFailureWords bounds the termination message a failure line quotes (a container may write
+// up to 4 KiB there); the log tail follows it in full.
+const maxFailureWords = 256
+
+// describeFailure says how a failed pod ended, in its own words: "dataset-initializer 0 (pod x)
+// failed (exit code 1): <its termination message>", or "was evicted: <the kubelet's words>".
+// The Trainer's failure condition names no pod (JobSet fails "due to one or more job failures"),
+// so this is what tells an initializer that failed from a node that did.
+func describeFailure(p *corev1.Pod) string {
+	if p.Status.Reason == reasonEvicted {
+		line := describePod(p) + " was evicted"
+		if msg := strings.TrimSpace(p.Status.Message); msg != "" {
+			line += ": " + msg
+		}
+		return line
+	}
+	line := fmt.Sprintf("%s failed (%s)", describePod(p), exitOf(p))
+	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			if words := oneLine(t.Message); words != "" {
+				if len(words) > maxFailureWords {
+					words = words[:maxFailureWords] + "…"
+				}
+				line += ": " + words
+			}
+			break
+		}
+	}
+	return line
 }
