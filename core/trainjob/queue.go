@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -271,12 +272,24 @@ func (w *Workload) describe(tj *trainer.TrainJob) string {
 	return b.String()
 }
 
+// WorkloadMatters says whether a TrainJob's Workload can change what its step decides or says,
+// so a face reads (and caches) Workloads only then: a queued job not yet recorded started, or
+// suspended again (preempted, deactivated), and a MultiKueue job, whose Workload alone tells
+// when it was admitted and on which worker it runs. A started local job's Workload says nothing
+// its pods do not.
+func WorkloadMatters(tj *trainer.TrainJob) bool {
+	if !Queued(tj) {
+		return false
+	}
+	return Remote(tj) || StartedAt(tj).IsZero() || ptr.Deref(tj.Spec.Suspend, false)
+}
+
 // FindWorkload reads the Workload of a queued TrainJob from r (one LIST by Kueue's job-uid
-// label), for a face that reads per look rather than by a watch. Nil, nil when the TrainJob is
-// not queued or Kueue has not made one yet. An error (no Kueue CRDs, no right to read Workloads)
-// is for the face to log: the step then follows the TrainJob alone.
+// label), for a face that reads per look rather than by a watch. Nil, nil when its Workload
+// does not matter (WorkloadMatters) or Kueue has not made one yet. An error (no Kueue CRDs, no
+// right to read Workloads) is for the face to log: the step then follows the TrainJob alone.
 func FindWorkload(ctx context.Context, r client.Reader, tj *trainer.TrainJob) (*Workload, error) {
-	if !Queued(tj) || tj.UID == "" {
+	if !WorkloadMatters(tj) || tj.UID == "" {
 		return nil, nil
 	}
 	l := NewWorkloadList()

@@ -176,3 +176,28 @@ func TestObserveDoesNotCountPodsGoingAway(t *testing.T) {
 	assert.Equal(t, int32(1), o.RunningNodes)
 	assert.Equal(t, "TrainJob job is running: 1/1 nodes", o.Message)
 }
+
+func TestWorkloadMattersWhileItCanChangeTheStep(t *testing.T) {
+	started := map[string]string{AnnotationStartedAt: "2026-01-01T00:00:00Z"}
+	cases := map[string]struct {
+		labels, annotations map[string]string
+		suspend             bool
+		want                bool
+	}{
+		"not queued":                 {want: false},
+		"queued, not started":        {labels: map[string]string{LabelKueueQueue: "q"}, want: true},
+		"queued, started, running":   {labels: map[string]string{LabelKueueQueue: "q"}, annotations: started, want: false},
+		"queued, started, preempted": {labels: map[string]string{LabelKueueQueue: "q"}, annotations: started, suspend: true, want: true},
+		"MultiKueue, started":        {labels: map[string]string{LabelKueueQueue: "q"}, annotations: started, want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels, Annotations: tc.annotations}}
+			tj.Spec.Suspend = ptr.To(tc.suspend)
+			if name == "MultiKueue, started" {
+				tj.Spec.ManagedBy = ptr.To(ManagedByMultiKueue)
+			}
+			assert.Equal(t, tc.want, WorkloadMatters(tj))
+		})
+	}
+}
