@@ -146,6 +146,9 @@ func (o *runOptions) run(ctx context.Context) int {
 		return o.fail(err)
 	}
 	o.warn(plan)
+	if err := trainjob.CheckAccess(ctx, c, ns, trainjob.FollowNeeds()); err != nil {
+		return o.fail(err)
+	}
 	created, isNew, err := o.submit(ctx, c, tj, id)
 	if err != nil {
 		return o.fail(err)
@@ -193,6 +196,9 @@ func (o *runOptions) run(ctx context.Context) int {
 		if ctx.Err() != nil {
 			return o.interrupted(c, created.Namespace, created.Name)
 		}
+		if !errors.Is(err, trainjob.ErrDeleted) {
+			o.abandon(c, created.Namespace, created.Name, err)
+		}
 		return o.fail(err)
 	}
 	return o.finish(obs)
@@ -237,6 +243,19 @@ func (o *runOptions) interrupted(c client.Writer, ns, name string) int {
 	}
 	o.say("interrupted; deleted TrainJob %s/%s", ns, name)
 	return ExitInterrupts
+}
+
+// abandon deletes the TrainJob of a step that can no longer follow it (a 403 the access check
+// could not foresee, an apiserver that stopped answering): the step is about to end, and a
+// training no step follows would run on unseen, and a retry of the step would start another.
+func (o *runOptions) abandon(c client.Writer, ns, name string, why error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 10*time.Second)
+	defer cancel()
+	if err := trainjob.Delete(ctx, c, ns, name); err != nil {
+		o.say("the step cannot follow TrainJob %s/%s (%v), and %v: delete it yourself (kubectl delete trainjob -n %s %s)", ns, name, why, err, ns, name)
+		return
+	}
+	o.say("deleted TrainJob %s/%s: the step cannot follow it, so nothing is left running", ns, name)
 }
 
 func (o *runOptions) identity() trainjob.Identity {
