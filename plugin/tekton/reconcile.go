@@ -575,9 +575,19 @@ func (r *Reconciler) cancel(ctx context.Context, s *state) error {
 
 func (r *Reconciler) timedOut(ctx context.Context, s *state, name string, timeout time.Duration, keep bool) error {
 	msg := fmt.Sprintf("attempt %d timed out after %s", len(s.run.Status.RetriesStatus)+1, timeout)
-	if keep {
+	// The cache showed no TrainJob: ask the apiserver before saying what became of it, so a
+	// job deleted while the controller was away is not reported "kept" or "deleted".
+	err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: s.run.Namespace, Name: name}, &trainer.TrainJob{})
+	switch {
+	case apierrors.IsNotFound(err) && s.extra.TrainJob != "":
+		msg += fmt.Sprintf("; TrainJob %s no longer exists (it was deleted before the timeout passed)", name)
+	case apierrors.IsNotFound(err):
+		msg += "; no TrainJob was created"
+	case err != nil:
+		return fmt.Errorf("reading TrainJob %s/%s: %w", s.run.Namespace, name, err)
+	case keep:
 		msg += fmt.Sprintf("; TrainJob %s kept (keepOnTimeout)", name)
-	} else {
+	default:
 		if err := r.deleteTrainJob(ctx, s, name, "the attempt timed out"); err != nil {
 			return err
 		}

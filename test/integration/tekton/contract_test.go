@@ -3,6 +3,7 @@ package tekton_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -181,6 +183,34 @@ func TestTimeoutDeletesTheTrainJob(t *testing.T) {
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, "CustomRunTimedOut"))
 	assert.Contains(t, run.Status.Succeeded().Message, "timed out after 3s")
 	assert.Empty(t, testenv.TrainJobs(t.Context(), t, c, ns))
+}
+
+// A TrainJob deleted while the controller was away, whose attempt timed out meanwhile, is not
+// reported "kept" (keepOnTimeout) or "deleted": the run says it no longer exists.
+func TestTimeoutAfterTheTrainJobWasDeletedSaysSo(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	first := startController(t, ns)
+	run := jaxRun(t, ns, "train", "hold")
+	for name, v := range map[string]string{"timeout": "1h", "keepOnTimeout": "true"} {
+		run.Spec.Params = append(run.Spec.Params, v1beta1.Param{Name: name, Value: v1beta1.ParamValue{Type: v1beta1.ParamTypeString, StringVal: v}})
+	}
+	create(t, run)
+	waitRun(t, ns, "train", succeeded(corev1.ConditionUnknown, "Running"))
+	tj := oneTrainJob(t, ns)
+	first.Stop()
+	require.NoError(t, c.Delete(t.Context(), &tj))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.Empty(ct, testenv.TrainJobs(t.Context(), ct, c, ns))
+	}, testenv.Timeout, testenv.Interval)
+
+	// The controller comes back two hours later: the attempt's hour has passed.
+	later := clocktesting.NewFakePassiveClock(time.Now().Add(2 * time.Hour))
+	startController(t, ns, func(o *tekton.Options) { o.Clock = later })
+	run = waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, "CustomRunTimedOut"))
+	msg := run.Status.Succeeded().Message
+	assert.Contains(t, msg, "TrainJob "+tj.Name+" no longer exists")
+	assert.NotContains(t, msg, "kept")
 }
 
 // Two failures then a success: two archived attempts, three distinct TrainJobs, Succeeded=True.
