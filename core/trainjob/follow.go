@@ -64,6 +64,9 @@ type Verdict struct {
 	// initializer) of a failed job, or the newest failure of one its Job is retrying; and
 	// TailContainer the container to read (the node container, or an initializer's own).
 	TailPod, TailContainer string
+	// NoTail says no pod's log explains the failure (Kueue deactivated the Workload: its pods
+	// never ran, or ran fine and were stopped), so none is looked for.
+	NoTail bool
 	// Wake is when to look again though nothing changed: the next deadline. Zero is never.
 	Wake time.Time
 	// Trouble says the message names why a job that is not running is not (a pod that cannot
@@ -229,7 +232,7 @@ type Tailer struct {
 func (t Tailer) WithTail(ctx context.Context, v Verdict) Observation {
 	obs := v.Observation
 	pod, container := v.TailPod, v.TailContainer
-	if t.Logs == nil || (pod == "" && obs.Phase != PhaseFailed) {
+	if t.Logs == nil || v.NoTail || (pod == "" && obs.Phase != PhaseFailed) {
 		return obs
 	}
 	if obs.Remote {

@@ -325,6 +325,6 @@ func deactivated(v Verdict, now time.Time, w *Workload) Verdict {
 	v.Phase, v.Reason = PhaseFailed, reason
 	v.Message = msg + "; Kueue admits a deactivated Workload again only when someone sets it active, so the step ends here; its TrainJob was deleted"
 	v.CompletionTime = &now
-	v.Delete, v.Trouble = true, false
+	v.Delete, v.Trouble, v.NoTail = true, false, true
 	return v
 }

@@ -147,6 +147,7 @@ func TestDecideQueued(t *testing.T) {
 				assert.Equal(t, tc.reason, v.Reason)
 			}
 			assert.Equal(t, tc.delete, v.Delete)
+			assert.Equal(t, strings.HasPrefix(tc.reason, "Deactivated"), v.NoTail, "no pod's log explains a deactivation")
 			if tc.reason == "Preempted" || strings.HasPrefix(tc.reason, "Evicted") {
 				assert.True(t, v.Trouble, "an eviction is news")
 			}

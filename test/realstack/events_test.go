@@ -2,6 +2,7 @@ package realstack_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -173,4 +174,44 @@ startTimeout: 20s
 	assert.Contains(t, r.Stderr, want, "the running message says why before the end")
 	assert.Contains(t, r.Outputs["message"], want, "startTimeout fails with the cause")
 	assert.Regexp(t, `node [01] \(pod [a-z0-9-]+\) cannot mount`, r.Outputs["message"], "the pod is named by its role")
+}
+
+// The Trainer's TrainJobResourcesCreationFailed Event is news only until the JobSet exists: a
+// quota that refused the JobSet and was then lifted is not the cause of a later failure to
+// start (here: nodes no Node can hold). While refused, the step says so; at startTimeout its
+// message names the unschedulable pods, not the healed refusal.
+func TestAHealedResourceCreationFailureIsNotReportedAsTheCause(t *testing.T) {
+	t.Parallel()
+	ns := stack.Namespace(t)
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-jobsets", Namespace: ns},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/jobsets.jobset.x-k8s.io": resource.MustParse("0")}},
+	}
+	require.NoError(t, stack.Client.Create(t.Context(), quota))
+	require.Eventually(t, func() bool {
+		return stack.Client.Get(t.Context(), client.ObjectKeyFromObject(quota), quota) == nil && quota.Status.Hard != nil
+	}, timeout, interval, "the resourcequota controller must count quota %s", quota.Name)
+	run := stack.StartExecutor(t, bin, ns, fmt.Sprintf(`
+framework: torch
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: %d}
+  func: |
+    def train():
+        pass
+timeout: 5m
+startTimeout: 40s
+`, realstack.NodeGPUs*2), timeout)
+	require.Eventually(t, func() bool {
+		return run.Exited() || strings.Contains(run.Stderr.String(), "the Trainer cannot create its resources")
+	}, timeout, interval, "the step must say the Trainer cannot create the JobSet")
+	require.False(t, run.Exited(), "stderr:\n%s", run.Stderr.String())
+	require.NoError(t, stack.Client.Delete(t.Context(), quota))
+
+	r := run.Result(t)
+	t.Logf("stderr:\n%s\nmessage: %s", r.Stderr, r.Outputs["message"])
+	require.Equal(t, cli.ExitFailed, r.Code)
+	assert.Equal(t, trainjob.ReasonStartTimeout, r.Outputs["reason"])
+	assert.NotContains(t, r.Outputs["message"], "cannot create its resources", "the refusal healed: it is not the cause")
+	assert.Contains(t, r.Outputs["message"], "Insufficient nvidia.com/gpu", "the cause now: no Node can hold the pod")
 }

@@ -15,6 +15,20 @@ const EvictAnnotation = "realstack.trainstep.dev/evict"
 // Evict has kwok evict a running pod: phase Failed, reason Evicted, message msg. Its Job then
 // counts a failure and makes a replacement.
 func (s *Stack) Evict(ctx context.Context, namespace, pod, msg string) error {
+	return s.annotatePod(ctx, namespace, pod, EvictAnnotation, msg)
+}
+
+// OOMRestartAnnotation asks kwok (stages/pod-oom-restart.yaml) to restart a running pod's
+// containers in place, as the kubelet does after the kernel killed one for memory.
+const OOMRestartAnnotation = "realstack.trainstep.dev/oom-restart"
+
+// OOMRestart has kwok restart a running pod in place once: restartCount 1, last state OOMKilled
+// (exit code 137), running and Ready again.
+func (s *Stack) OOMRestart(ctx context.Context, namespace, pod string) error {
+	return s.annotatePod(ctx, namespace, pod, OOMRestartAnnotation, "true")
+}
+
+func (s *Stack) annotatePod(ctx context.Context, namespace, pod, key, value string) error {
 	p := &corev1.Pod{}
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, p); err != nil {
 		return err
@@ -23,7 +37,7 @@ func (s *Stack) Evict(ctx context.Context, namespace, pod, msg string) error {
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
-	p.Annotations[EvictAnnotation] = msg
+	p.Annotations[key] = value
 	return s.Client.Patch(ctx, p, client.MergeFrom(orig))
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trainstep/trainstep/test/internal/harnessutil"
@@ -39,6 +41,19 @@ type ExecutorResult struct {
 // the step's. The run is killed after timeout and when the test ends.
 func (s *Stack) StartExecutor(t *testing.T, bin, ns, step string, timeout time.Duration, extra ...string) *Executor {
 	t.Helper()
+	return s.startExecutor(t, false, bin, ns, step, timeout, extra...)
+}
+
+// StartExecutorOnATerminal is StartExecutor with the executor's stdout and stderr on a
+// pseudo-terminal, as a person running it in a shell sees it (the status line redrawn in
+// place): all it draws is in Stderr.
+func (s *Stack) StartExecutorOnATerminal(t *testing.T, bin, ns, step string, timeout time.Duration, extra ...string) *Executor {
+	t.Helper()
+	return s.startExecutor(t, true, bin, ns, step, timeout, extra...)
+}
+
+func (s *Stack) startExecutor(t *testing.T, onATerminal bool, bin, ns, step string, timeout time.Duration, extra ...string) *Executor {
+	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "step.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(step), 0o644))
@@ -46,13 +61,30 @@ func (s *Stack) StartExecutor(t *testing.T, bin, ns, step string, timeout time.D
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	e.cmd = exec.CommandContext(ctx, bin, append([]string{"run", "--namespace", ns, "-f", file, "--output-dir", e.outDir}, extra...)...)
 	e.cmd.Env = append(os.Environ(), "KUBECONFIG="+s.Kubeconfig)
-	e.cmd.Stdout, e.cmd.Stderr = &e.Stdout, &e.Stderr
-	if err := e.cmd.Start(); err != nil {
-		cancel()
-		require.NoError(t, err)
+	copied := make(chan struct{})
+	if onATerminal {
+		tty, err := pty.StartWithSize(e.cmd, &pty.Winsize{Rows: 40, Cols: 200})
+		if err != nil {
+			cancel()
+			require.NoError(t, err)
+		}
+		go func() {
+			// Until the executor exits and the terminal closes (EIO).
+			_, _ = io.Copy(&e.Stderr, tty)
+			_ = tty.Close()
+			close(copied)
+		}()
+	} else {
+		close(copied)
+		e.cmd.Stdout, e.cmd.Stderr = &e.Stdout, &e.Stderr
+		if err := e.cmd.Start(); err != nil {
+			cancel()
+			require.NoError(t, err)
+		}
 	}
 	go func() {
 		e.err = e.cmd.Wait()
+		<-copied
 		cancel()
 		close(e.done)
 	}()

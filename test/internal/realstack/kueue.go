@@ -49,6 +49,10 @@ const (
 	// KueuePodsReadyTimeout is Kueue's waitForPodsReady timeout: an admitted workload whose pods
 	// are not all Ready by then is evicted (reason PodsReadyTimeout) and requeued at once.
 	KueuePodsReadyTimeout = 20 * time.Second
+	// KueueRequeuingLimit is waitForPodsReady's requeuingStrategy.backoffLimitCount: a Workload
+	// requeued once whose pods again miss KueuePodsReadyTimeout is deactivated by Kueue
+	// (DeactivatedDueToRequeuingLimitExceeded), and stays suspended until someone activates it.
+	KueueRequeuingLimit = 1
 )
 
 // KueueAssets is the directory of the Kueue manager and its manifests: KUEUE_ASSETS, else where
@@ -116,8 +120,10 @@ func (s *Stack) startKueue(ctx context.Context, waitForPodsReady bool) error {
 	}
 	if waitForPodsReady {
 		// Pods not Ready in time are evicted and requeued after 5 s (Kueue's back-off is minutes by
-		// default), so a test sees the eviction, and the re-admission within its deadline.
+		// default), so a test sees the eviction, and the re-admission within its deadline. A
+		// second timeout deactivates the Workload (KueueRequeuingLimit).
 		maps.Copy(set, map[string]any{
+			"waitForPodsReady.requeuingStrategy.backoffLimitCount":  int64(KueueRequeuingLimit),
 			"waitForPodsReady.timeout":                              KueuePodsReadyTimeout.String(),
 			"waitForPodsReady.blockAdmission":                       false,
 			"waitForPodsReady.requeuingStrategy.timestamp":          "Eviction",

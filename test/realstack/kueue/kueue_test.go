@@ -170,6 +170,35 @@ startTimeout: 1m
 	assert.Equal(t, "1", r.Outputs["evictions"])
 }
 
+// A step whose pods never become Ready is evicted by waitForPodsReady, requeued once
+// (KueueRequeuingLimit), evicted again, and then deactivated by Kueue: Kueue will not admit it
+// again until someone activates its Workload, so the step ends Failed in Kueue's words and
+// deletes its TrainJob instead of waiting forever as "suspended".
+func TestKueueDeactivatedWorkloadEndsTheStep(t *testing.T) {
+	ns := stack.Namespace(t)
+	q := stack.KueueQueue(t, ns, realstack.NodeGPUs)
+	r := executor(t, ns, fmt.Sprintf(`
+framework: torch
+queueName: %s
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: 1}
+  env: {%s: "1"}
+  func: |
+    def train():
+        pass
+`, q, realstack.HoldReadyEnv))
+	t.Logf("stderr:\n%s", r.Stderr)
+	require.Equal(t, cli.ExitFailed, r.Code)
+	assert.Equal(t, "Failed", r.Outputs["phase"])
+	assert.Equal(t, "DeactivatedDueToRequeuingLimitExceeded", r.Outputs["reason"])
+	assert.Contains(t, r.Outputs["message"], "Kueue deactivated its Workload")
+	assert.Contains(t, r.Outputs["message"], "exceeding the maximum number of re-queuing retries")
+	require.Eventually(t, func() bool {
+		return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0
+	}, timeout, interval, "the TrainJob of a step that ended must be deleted")
+}
+
 // A step stopped while queued (SIGTERM, as Argo's stop and Tekton's cancel end the executor's
 // pod) deletes its TrainJob, and with it Kueue's Workload: nothing is admitted later.
 func TestKueueStepCancelledWhileQueuedLeavesNothing(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/internal/cli"
 	"github.com/trainstep/trainstep/test/internal/realstack"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 const (
@@ -114,6 +115,33 @@ func TestRankZeroReportsThroughTheStatusServer(t *testing.T) {
 	assert.Equal(t, "0.7", outs["metric-eval-f1"])
 	assert.JSONEq(t, `{"loss":"0.12","acc":"0.95","eval/f1":"0.7"}`, outs["metrics"])
 	assert.Equal(t, "100", outs["progress-percentage"])
+}
+
+// On a terminal the status line carries progress, and a line of its own is printed only when
+// the state changes: a node restarted in place (OOMKilled) while progress is reported is such a
+// change, and must appear on screen, not hide behind the progress part of the status line.
+func TestARestartShowsOnATerminalWhileProgressIsReported(t *testing.T) {
+	t.Parallel()
+	ns := stack.Namespace(t)
+	r := stack.StartExecutorOnATerminal(t, bin, ns, heldStep, timeout)
+	pod := node0(t, ns)
+	rep, err := stack.PodReporter(t.Context(), pod)
+	require.NoError(t, err)
+	require.NoError(t, rep.Report(t.Context(), ptr.To[int32](42), ptr.To[int32](720), [2]string{"loss", "0.31"}))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, r.Stderr.String(), "42% · 12m left · loss=0.31")
+	}, timeout, interval, "the status line shows the progress")
+
+	require.NoError(t, stack.OOMRestart(t.Context(), ns, pod.Name))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, r.Stderr.String(), "restarted: OOMKilled (exit code 137), attempt 2")
+	}, timeout, interval, "the restart is on screen")
+
+	tjs := testenv.TrainJobs(t.Context(), t, stack.Client, ns)
+	require.Len(t, tjs, 1)
+	require.NoError(t, stack.Release(t.Context(), ns, tjs[0].Name))
+	res := r.Result(t)
+	require.Equal(t, cli.ExitSucceeded, res.Code, "screen:\n%s", res.Stderr)
 }
 
 // With the gate on, a dry run says so once a node pod shows it.
