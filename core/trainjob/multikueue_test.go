@@ -47,6 +47,7 @@ func TestDecideRemote(t *testing.T) {
 		mark       bool
 		wake       time.Time
 		inMessage  string
+		queueWait  string
 	}{
 		"recorded started, no Job ready now (a worker pod restarting), past startTimeout: running, not deleted": {
 			tj: func() *trainer.TrainJob {
@@ -55,10 +56,12 @@ func TestDecideRemote(t *testing.T) {
 				return j
 			}(),
 			phase: PhaseRunning, inMessage: "TrainJob job is running on cluster worker-1 (MultiKueue): no job ready now (jobs active 1, a pod there is restarting)",
+			queueWait: "0",
 		},
 		"dispatched after a long wait in the manager's queue, nothing mirrored yet: startTimeout counts from the dispatch": {
 			tj: unmirrored(), workload: &dispatchedLate,
 			phase: PhasePending, wake: t0.Add(65 * time.Minute), inMessage: "is starting on cluster worker-1 (MultiKueue)",
+			queueWait: "3300",
 		},
 		"dispatched, its Workload not read and nothing mirrored: startTimeout cannot count yet": {
 			tj: unmirrored(), noWorkload: true,
@@ -67,10 +70,12 @@ func TestDecideRemote(t *testing.T) {
 		"the worker's Jobs are ready: running, started, past startTimeout, not deleted": {
 			tj:    remoteJob([]trainer.JobStatus{{Name: NodeJob, Ready: ptr.To[int32](1), Active: ptr.To[int32](1)}}),
 			phase: PhaseRunning, mark: true, inMessage: "TrainJob job is running on cluster worker-1 (MultiKueue): jobs ready 1, done 0",
+			queueWait: "0",
 		},
 		"nothing ready on the worker yet, past startTimeout: fails like a local job": {
 			tj:    remoteJob([]trainer.JobStatus{{Name: NodeJob, Active: ptr.To[int32](1)}}),
 			phase: PhaseFailed, delete: true, inMessage: "did not start within 10m0s (startTimeout)",
+			queueWait: "0",
 		},
 		"suspended on the worker: dispatched, waits there": {
 			tj: func() *trainer.TrainJob {
@@ -83,6 +88,7 @@ func TestDecideRemote(t *testing.T) {
 		"failed on the worker: its cause, where, and what is not delivered": {
 			tj:    remoteJob(nil, failed),
 			phase: PhaseFailed, inMessage: "jobset failed due to one or more job failures; it ran on cluster worker-1 (MultiKueue): its log and return value stay on that cluster's pods (not delivered)",
+			queueWait: "0",
 		},
 	}
 	for name, tc := range cases {
@@ -107,6 +113,7 @@ func TestDecideRemote(t *testing.T) {
 				assert.Equal(t, "worker-1", out[OutCluster])
 			}
 			assert.Equal(t, Undelivered, out[OutUndelivered])
+			assert.Equal(t, tc.queueWait, out[OutQueueWait], "the wait in the manager's queue, from Kueue's admission")
 			assert.Empty(t, v.TailPod, "no pod on the manager to read a log from")
 		})
 	}

@@ -213,6 +213,12 @@ func (o Observation) WithWorkload(tj *trainer.TrainJob, w *Workload) Observation
 	if w == nil {
 		return o
 	}
+	if o.QueueWait == nil && !w.AdmittedAt.IsZero() && !tj.CreationTimestamp.IsZero() {
+		// A MultiKueue job is never resumed on the manager (its Trainer leaves it alone): it
+		// left the queue when Kueue admitted its Workload.
+		wait := w.AdmittedAt.Sub(tj.CreationTimestamp.Time)
+		o.QueueWait = &wait
+	}
 	o.Preemptions, o.Evictions, o.ClusterQueue = w.Preemptions, w.Evictions, w.ClusterQueue
 	if o.Phase != PhaseSuspended {
 		return o

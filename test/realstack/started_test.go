@@ -119,10 +119,13 @@ func initializerRuntime(t *testing.T, name, job string, backoffLimit *int32, c c
 		Spec:       *stock.Spec.DeepCopy(),
 	}
 	c.Name = job
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "initializer", MountPath: "/workspace"})
 	init := jobset.ReplicatedJob{Name: job, Replicas: 1, Template: batchv1.JobTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": job}},
 		Spec: batchv1.JobSpec{BackoffLimit: backoffLimit, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{c},
+			// The Trainer's webhook asks an initializer for the volume it shares with the nodes.
+			Volumes: []corev1.Volume{{Name: "initializer", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		}}},
 	}}
 	jobs := rt.Spec.Template.Spec.ReplicatedJobs

@@ -194,6 +194,7 @@ trainer:
 	assert.Equal(t, "DeactivatedDueToRequeuingLimitExceeded", r.Outputs["reason"])
 	assert.Contains(t, r.Outputs["message"], "Kueue deactivated its Workload")
 	assert.Contains(t, r.Outputs["message"], "exceeding the maximum number of re-queuing retries")
+	assert.NotContains(t, r.Outputs["message"], "last lines of", "no pod's log explains a deactivation")
 	require.Eventually(t, func() bool {
 		return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0
 	}, timeout, interval, "the TrainJob of a step that ended must be deleted")
