@@ -9,7 +9,7 @@ package trainers
 //	report(progress=42, eta=720, loss=0.31, acc=0.88)
 //
 // Only rank 0 posts; a call within 5 s of the last one is held back (the latest one held is
-// posted at exit), except one with progress=100; it never raises. Where the Trainer injected no
+// posted once at exit), except one with progress=100; it never raises. Where the Trainer injected no
 // server (its TrainJobStatus feature gate is off) it says so once in the log and does nothing.
 // `executor run --local` serves the same endpoint (core/local/statusserver.go).
 const reporter = `def _trainstep_report(progress=None, eta=None, **metrics):
@@ -37,12 +37,22 @@ const reporter = `def _trainstep_report(progress=None, eta=None, **metrics):
         ts["metrics"] = [{"name": str(k), "value": str(v)} for k, v in metrics.items()]
     now = time.monotonic()
     if getattr(g, "last", None) is not None and now - g.last < 5 and ts.get("progressPercentage") != 100:
-        if getattr(g, "held", None) is None:
-            atexit.register(lambda: g.held is not None and g.post(g.held))
+        # One exit handler for the whole run, however many 5 s windows held a call back: it
+        # posts the latest one held, once.
         g.held = ts
+        if not getattr(g, "atexit", False):
+            g.atexit = True
+            atexit.register(_trainstep_report_held)
         return False
     g.last, g.held = now, None
     return g.post(ts)
+
+
+def _trainstep_report_held():
+    g = _trainstep_report
+    held, g.held = getattr(g, "held", None), None
+    if held is not None:
+        g.post(held)
 
 
 def _trainstep_post_status(ts):

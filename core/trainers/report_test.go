@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -129,4 +130,28 @@ func TestReportWithoutAServerSaysSoOnce(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Equal(t, 1, strings.Count(out, "trainstep: report(): progress reporting is off"), out)
 	assert.Contains(t, out, "TrainJobStatus feature gate is off on this cluster")
+}
+
+// A function that reports every half second for 25 s is throttled in five 5-second windows;
+// what is held back is posted once at exit, the latest of it, however many windows held some.
+// The script's clock is the driver's: time.monotonic is replaced, so nothing sleeps.
+func TestReportPostsTheHeldStatusOnceAtExit(t *testing.T) {
+	src := `def train():
+    import time
+    clock = [0.0]
+    time.monotonic = lambda: clock[0]
+    for i in range(50):
+        clock[0] = i * 0.5
+        report(progress=i, step=i)
+`
+	rec, env := reportEnv(t, http.StatusOK)
+	out, _, err := runResult(t, src, env...)
+	require.NoError(t, err, out)
+	_, got := rec.requests()
+	posted := func(i int) map[string]any {
+		return map[string]any{"progressPercentage": float64(i), "metrics": []any{map[string]any{"name": "step", "value": strconv.Itoa(i)}}}
+	}
+	// One at the start of each window (t = 0, 5, 10, 15, 20 s), then the last call, at exit.
+	want := []map[string]any{posted(0), posted(10), posted(20), posted(30), posted(40), posted(49)}
+	assert.Equal(t, want, got, out)
 }
