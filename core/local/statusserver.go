@@ -22,9 +22,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/trainstep/trainstep/core/trainjob"
 )
@@ -47,7 +51,7 @@ const maxStatusBody = 1 << 16
 type statusServer struct {
 	url, caFile, tokenFile string
 	token                  string
-	path                   string
+	name, path             string
 	srv                    *http.Server
 	ln                     net.Listener
 
@@ -70,6 +74,7 @@ func startStatusServer(dir, ns, name string, notify func(trainer.TrainerStatus))
 	s := &statusServer{
 		caFile: filepath.Join(dir, "status-ca.crt"), tokenFile: filepath.Join(dir, "status-token"),
 		token:  hex.EncodeToString(tok),
+		name:   name,
 		path:   fmt.Sprintf("/apis/trainer.kubeflow.org/v1alpha1/namespaces/%s/trainjobs/%s/status", ns, name),
 		notify: notify,
 	}
@@ -115,6 +120,11 @@ func (s *statusServer) last() *trainer.TrainerStatus {
 }
 
 func (s *statusServer) serve(w http.ResponseWriter, r *http.Request) {
+	// First, as the Trainer's server checks it, before the path and the token.
+	if r.ContentLength > maxStatusBody {
+		answer(w, http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge, "Payload too large")
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != s.path {
 		answer(w, http.StatusNotFound, metav1.StatusReasonNotFound, "Not found")
 		return
@@ -130,9 +140,8 @@ func (s *statusServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ts := req.TrainerStatus; ts != nil {
-		if p := ts.ProgressPercentage; p != nil && (*p < 0 || *p > 100) {
-			answer(w, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
-				fmt.Sprintf("status.trainerStatus.progressPercentage: Invalid value: %d: must be between 0 and 100", *p))
+		if errs := validateTrainerStatus(ts); len(errs) > 0 {
+			answer(w, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, apierrors.NewInvalid(trainJobKind, s.name, errs).ErrStatus.Message)
 			return
 		}
 		// Replaced whole, as the Trainer's server-side apply (one field manager) does: a field the
@@ -147,6 +156,53 @@ func (s *statusServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(req)
+}
+
+// The TrainJob CRD's limits on status.trainerStatus (Trainer v2.3.0).
+const (
+	maxMetrics     = 256
+	maxMetricChars = 64
+)
+
+var trainJobKind = schema.GroupKind{Group: trainer.GroupVersion.Group, Kind: trainer.TrainJobKind}
+
+// validateTrainerStatus refuses what the Trainer's server has refused for it: it server-side
+// applies the status, so the TrainJob CRD's schema for trainerStatus is its validation. A run
+// reporting fine here must not be refused on a cluster, where one bad metric loses the report.
+// The words are the apiserver's where they are clear.
+func validateTrainerStatus(ts *trainer.TrainerStatus) field.ErrorList {
+	p := field.NewPath("status", "trainerStatus")
+	var errs field.ErrorList
+	if v := ts.ProgressPercentage; v != nil && *v < 0 {
+		errs = append(errs, field.Invalid(p.Child("progressPercentage"), *v, "should be greater than or equal to 0"))
+	}
+	if v := ts.ProgressPercentage; v != nil && *v > 100 {
+		errs = append(errs, field.Invalid(p.Child("progressPercentage"), *v, "should be less than or equal to 100"))
+	}
+	if v := ts.EstimatedRemainingSeconds; v != nil && *v < 0 {
+		errs = append(errs, field.Invalid(p.Child("estimatedRemainingSeconds"), *v, "should be greater than or equal to 0"))
+	}
+	if n := len(ts.Metrics); n > maxMetrics {
+		errs = append(errs, field.TooMany(p.Child("metrics"), n, maxMetrics))
+	}
+	for i, m := range ts.Metrics {
+		mp := p.Child("metrics").Index(i)
+		errs = append(errs, metricText(mp.Child("name"), m.Name)...)
+		errs = append(errs, metricText(mp.Child("value"), m.Value)...)
+	}
+	return errs
+}
+
+// metricText checks a metric's name or value: 1 to 64 characters, counted as the CRD's
+// maxLength counts them (runes, not bytes, whatever the apiserver's message says).
+func metricText(p *field.Path, s string) field.ErrorList {
+	switch n := utf8.RuneCountInString(s); {
+	case n == 0:
+		return field.ErrorList{field.Invalid(p, s, fmt.Sprintf("must be 1 to %d characters", maxMetricChars))}
+	case n > maxMetricChars:
+		return field.ErrorList{field.TooLong(p, s, maxMetricChars)}
+	}
+	return nil
 }
 
 func answer(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {

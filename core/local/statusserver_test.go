@@ -1,6 +1,14 @@
 package local
 
 import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -65,4 +73,119 @@ post({"progressPercentage": 100, "metrics": [{"name": "loss", "value": "0.12"}]}
 	obs := res.Observe()
 	assert.Equal(t, "0.12", obs.Outputs()["metric-loss"])
 	assert.Nil(t, res.TrainJob.Status.TrainerStatus.EstimatedRemainingSeconds, "a field the last post left out is gone")
+}
+
+// The local status server refuses what the Trainer's refuses, in the apiserver's words: its
+// server-side apply is validated against the TrainJob CRD's trainerStatus schema (progress 0 to
+// 100, time left ≥ 0, at most 256 metrics, names and values of 1 to 64 characters) and a body
+// over 64 KiB, so a run that reports fine locally is not refused on a cluster, and one that is
+// refused says why.
+func TestStatusServerRefusesWhatTheTrainerRefuses(t *testing.T) {
+	metrics := func(n int) []any {
+		ms := make([]any, n)
+		for i := range ms {
+			ms[i] = map[string]any{"name": fmt.Sprintf("m%d", i), "value": "1"}
+		}
+		return ms
+	}
+	for _, tc := range []struct {
+		name     string
+		status   map[string]any
+		wantCode int
+		wantMsg  string
+	}{
+		{
+			name:     "accepted at the limits",
+			status:   map[string]any{"progressPercentage": 100, "estimatedRemainingSeconds": 0, "metrics": append(metrics(255), map[string]any{"name": strings.Repeat("n", 64), "value": strings.Repeat("é", 64)})},
+			wantCode: http.StatusOK,
+		},
+		{
+			name:     "a metric value over 64 characters",
+			status:   map[string]any{"metrics": []any{map[string]any{"name": "loss", "value": "tensor(0.3100, device='cuda:0', grad_fn=<NllLossBackward0>, requires_grad=True)"}}},
+			wantCode: http.StatusUnprocessableEntity,
+			wantMsg:  `TrainJob.trainer.kubeflow.org "job" is invalid: status.trainerStatus.metrics[0].value: Too long: may not be more than 64 bytes`,
+		},
+		{
+			name:     "a metric name over 64 characters",
+			status:   map[string]any{"metrics": []any{map[string]any{"name": strings.Repeat("n", 65), "value": "1"}}},
+			wantCode: http.StatusUnprocessableEntity,
+			wantMsg:  "status.trainerStatus.metrics[0].name: Too long: may not be more than 64 bytes",
+		},
+		{
+			name:     "an empty metric value",
+			status:   map[string]any{"metrics": []any{map[string]any{"name": "loss", "value": ""}}},
+			wantCode: http.StatusUnprocessableEntity,
+			wantMsg:  "status.trainerStatus.metrics[0].value: Invalid value: \"\": must be 1 to 64 characters",
+		},
+		{
+			name:     "more than 256 metrics",
+			status:   map[string]any{"metrics": metrics(257)},
+			wantCode: http.StatusUnprocessableEntity,
+			wantMsg:  "status.trainerStatus.metrics: Too many: 257: must have at most 256 items",
+		},
+		{
+			name:     "negative time left",
+			status:   map[string]any{"estimatedRemainingSeconds": -1},
+			wantCode: http.StatusUnprocessableEntity,
+			wantMsg:  "status.trainerStatus.estimatedRemainingSeconds: Invalid value: -1: should be greater than or equal to 0",
+		},
+		{
+			name:     "progress over 100",
+			status:   map[string]any{"progressPercentage": 101},
+			wantCode: http.StatusUnprocessableEntity,
+			wantMsg:  "status.trainerStatus.progressPercentage: Invalid value: 101: should be less than or equal to 100",
+		},
+		{
+			name:     "a body over 64 KiB",
+			status:   map[string]any{"metrics": metrics(4000)},
+			wantCode: http.StatusRequestEntityTooLarge,
+			wantMsg:  "Payload too large",
+		},
+		{
+			name:     "time left past int32 does not decode",
+			status:   map[string]any{"estimatedRemainingSeconds": 1 << 31},
+			wantCode: http.StatusUnprocessableEntity,
+			wantMsg:  "Invalid payload",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var applied []trainer.TrainerStatus
+			s, err := startStatusServer(t.TempDir(), "local", "job", func(ts trainer.TrainerStatus) { applied = append(applied, ts) })
+			require.NoError(t, err)
+			t.Cleanup(s.stop)
+			code, status := postStatus(t, s, tc.status)
+			assert.Equal(t, tc.wantCode, code, status.Message)
+			if tc.wantCode == http.StatusOK {
+				assert.Len(t, applied, 1)
+				return
+			}
+			assert.Contains(t, status.Message, tc.wantMsg)
+			assert.Equal(t, int32(tc.wantCode), status.Code)
+			assert.Empty(t, applied, "a refused status is not applied")
+			assert.Nil(t, s.last())
+		})
+	}
+}
+
+// postStatus posts trainerStatus to s as a node would and returns the answer's code and Status.
+func postStatus(t *testing.T, s *statusServer, ts map[string]any) (int, metav1.Status) {
+	t.Helper()
+	ca, err := os.ReadFile(s.caFile)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(ca))
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	body, err := json.Marshal(map[string]any{"trainerStatus": ts})
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var st metav1.Status
+	if resp.StatusCode != http.StatusOK {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	}
+	return resp.StatusCode, st
 }

@@ -8,9 +8,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -129,4 +131,171 @@ func TestReportWithoutAServerSaysSoOnce(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Equal(t, 1, strings.Count(out, "trainstep: report(): progress reporting is off"), out)
 	assert.Contains(t, out, "TrainJobStatus feature gate is off on this cluster")
+}
+
+// A function that reports every half second for 25 s is throttled in five 5-second windows;
+// what is held back is posted once at exit, the latest of it, however many windows held some.
+// The script's clock is the driver's: time.monotonic is replaced, so nothing sleeps.
+func TestReportPostsTheHeldStatusOnceAtExit(t *testing.T) {
+	src := `def train():
+    import time
+    clock = [0.0]
+    time.monotonic = lambda: clock[0]
+    for i in range(50):
+        clock[0] = i * 0.5
+        report(progress=i, step=i)
+`
+	rec, env := reportEnv(t, http.StatusOK)
+	out, _, err := runResult(t, src, env...)
+	require.NoError(t, err, out)
+	_, got := rec.requests()
+	posted := func(i int) map[string]any {
+		return map[string]any{"progressPercentage": float64(i), "metrics": []any{map[string]any{"name": "step", "value": strconv.Itoa(i)}}}
+	}
+	// One at the start of each window (t = 0, 5, 10, 15, 20 s), then the last call, at exit.
+	want := []map[string]any{posted(0), posted(10), posted(20), posted(30), posted(40), posted(49)}
+	assert.Equal(t, want, got, out)
+}
+
+// reportFakes mimic what training code passes report() without torch or numpy on the test
+// machine: a tensor (item() gives the number, str() is long), numpy-like scalars (a float32 has
+// item(); numpy 2 writes a float64, a float, as np.float64(0.5)), a multi-element tensor (item()
+// raises), and an object whose str() raises.
+const reportFakes = `
+class Tensor:
+    def __init__(self, v):
+        self.v = v
+    def item(self):
+        return self.v
+    def __str__(self):
+        return "tensor(%r, device='cuda:0', grad_fn=<NllLossBackward0>, requires_grad=True)" % self.v
+    __repr__ = __str__
+
+class Float32:
+    def __init__(self, v):
+        self.v = v
+    def item(self):
+        return self.v
+    def __str__(self):
+        return "array(%r, dtype=float32)" % self.v
+
+class float64(float):
+    def __repr__(self):
+        return "np.float64(%s)" % float.__repr__(self)
+    __str__ = __repr__
+
+class Batch(Tensor):
+    def item(self):
+        raise ValueError("only one element tensors can be converted to Python scalars")
+    def __str__(self):
+        return "tensor([" + ", ".join(["0.1000"] * 40) + "])"
+
+class Rogue:
+    def __str__(self):
+        raise RuntimeError("no str for you")
+    __repr__ = __str__
+`
+
+// report() never raises, whatever the training function hands it, and what it posts is what
+// the Trainer accepts: whole-number progress and time left, metric values that are numbers
+// written as numbers and at most 64 characters. A value it cannot use is left out, said once.
+func TestReportTakesWhatTrainingCodeHasAtHand(t *testing.T) {
+	metric := func(name, value string) map[string]any { return map[string]any{"name": name, "value": value} }
+	for _, tc := range []struct {
+		name    string
+		call    string
+		want    map[string]any // nil: nothing posted
+		wantLog string
+	}{
+		{
+			name: "a tensor is its item()",
+			call: "progress=Tensor(10), loss=Tensor(0.31)",
+			want: map[string]any{"progressPercentage": 10.0, "metrics": []any{metric("loss", "0.31")}},
+		},
+		{
+			name: "a numpy-like scalar is its item()",
+			call: "acc=Float32(0.88), step=Float32(7), done=Float32(True), ok=False, f1=float64(0.5)",
+			want: map[string]any{"metrics": []any{metric("acc", "0.88"), metric("step", "7"), metric("done", "True"), metric("ok", "False"), metric("f1", "0.5")}},
+		},
+		{
+			name:    "nan progress is left out, the metrics still go",
+			call:    "progress=float('nan'), loss=0.5",
+			want:    map[string]any{"metrics": []any{metric("loss", "0.5")}},
+			wantLog: "trainstep: report(): progress=nan left out",
+		},
+		{
+			name:    "inf time left is left out",
+			call:    "progress=5, eta=float('inf')",
+			want:    map[string]any{"progressPercentage": 5.0},
+			wantLog: "trainstep: report(): eta=inf left out",
+		},
+		{
+			name: "a percentage string",
+			call: "progress='42%', eta='600'",
+			want: map[string]any{"progressPercentage": 42.0, "estimatedRemainingSeconds": 600.0},
+		},
+		{
+			name: "fractions: progress never rounds up to done, time left rounds",
+			call: "progress=99.7, eta=12.6",
+			want: map[string]any{"progressPercentage": 99.0, "estimatedRemainingSeconds": 13.0},
+		},
+		{
+			name: "out of range is clamped",
+			call: "progress=250, eta=-3, big=10**80",
+			want: map[string]any{"progressPercentage": 100.0, "estimatedRemainingSeconds": 0.0, "metrics": []any{metric("big", "1e+80")}},
+		},
+		{
+			name: "None is nothing to report",
+			call: "progress=None, eta=None, loss=None, acc=0.9",
+			want: map[string]any{"metrics": []any{metric("acc", "0.9")}},
+		},
+		{
+			name: "a nan metric is a number the Trainer takes",
+			call: "loss=float('nan'), acc=float('inf')",
+			want: map[string]any{"metrics": []any{metric("loss", "nan"), metric("acc", "inf")}},
+		},
+		{
+			name: "a long text is cut to 64 characters",
+			call: "note='é' * 100",
+			want: map[string]any{"metrics": []any{metric("note", strings.Repeat("é", 61)+"...")}},
+		},
+		{
+			name:    "a value with no number and no usable text is left out",
+			call:    "progress='half', eta=object(), batch=Batch(0), rogue=Rogue(), empty='', loss=0.25",
+			want:    map[string]any{"metrics": []any{metric("loss", "0.25")}},
+			wantLog: "trainstep: report(): batch left out",
+		},
+		{
+			name:    "a metric name over 64 characters is left out",
+			call:    "**{'x' * 65: 1, '': 3, 'ok': 2}",
+			want:    map[string]any{"metrics": []any{metric("ok", "2")}},
+			wantLog: "trainstep: report(): metric " + strings.Repeat("x", 65) + " left out",
+		},
+		{
+			name:    "nothing left to post: nothing is posted",
+			call:    "progress='half'",
+			wantLog: "trainstep: report(): progress='half' left out",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := reportFakes + "\ndef train():\n    r = report(" + tc.call + ")\n    print('report returned', r)\n"
+			rec, env := reportEnv(t, http.StatusOK)
+			out, _, err := runResult(t, src, env...)
+			require.NoError(t, err, out)
+			assert.Contains(t, out, "report returned", "report() returned instead of raising")
+			assert.Contains(t, out, tc.wantLog)
+			_, got := rec.requests()
+			if tc.want == nil {
+				assert.Empty(t, got, out)
+				return
+			}
+			require.Len(t, got, 1, out)
+			assert.Equal(t, tc.want, got[0], out)
+			ms, _ := got[0]["metrics"].([]any)
+			for _, m := range ms {
+				v := m.(map[string]any)["value"].(string)
+				assert.LessOrEqual(t, utf8.RuneCountInString(v), 64, "the Trainer refuses a metric value over 64 characters: %q", v)
+			}
+		})
+	}
 }

@@ -5,6 +5,8 @@ package trainers
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -73,10 +75,9 @@ func (c *Common) apply(p *Parts, env step.Env) {
 }
 
 // resources maps the SDK's resources_per_node to identical requests and limits, with its aliases
-// (gpu → nvidia.com/gpu, storage → ephemeral-storage, mig-<profile> → nvidia.com/mig-<profile>),
-// matched in any case as the SDK matches them. Any other name is kept exactly as written:
-// extended resources are case-sensitive (huawei.com/Ascend910 is not huawei.com/ascend910, and a
-// pod asking for the latter is never scheduled where only the former is advertised).
+// (gpu → nvidia.com/gpu, storage → ephemeral-storage, mig-<profile> → nvidia.com/mig-<profile>).
+// Names are checked here against Kubernetes' rules for a container's resources, because past
+// here a bad one is refused only when JobSet creates the Job, long after the step has started.
 func resources(in map[string]any) (*corev1.ResourceRequirements, field.ErrorList) {
 	if len(in) == 0 {
 		return nil, nil
@@ -90,41 +91,27 @@ func resources(in map[string]any) (*corev1.ResourceRequirements, field.ErrorList
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	given := map[corev1.ResourceName]string{}
 	for _, k := range keys {
-		name, lower := k, strings.ToLower(k)
-		switch {
-		case lower == "cpu", lower == "memory":
-			name = lower
-		case lower == "gpu":
-			name = "nvidia.com/gpu"
-		case lower == "storage":
-			name = "ephemeral-storage"
-		case strings.HasPrefix(lower, "mig-"):
-			name = "nvidia.com/" + lower
-		}
-		if msgs := validation.IsQualifiedName(name); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(p.Key(k), k, "must be cpu, memory, gpu, storage, mig-<profile> or a resource name such as example.com/device: "+strings.Join(msgs, "; ")))
+		name := resourceName(k)
+		if msg := containerResourceProblem(name); msg != "" {
+			errs = append(errs, field.Invalid(p.Key(k), k, msg))
 			continue
 		}
-		if strings.HasPrefix(name, "nvidia.com/mig-") {
+		if first, twice := given[name]; twice {
+			errs = append(errs, field.Invalid(p.Key(k), k, fmt.Sprintf("%s and %s both name %s: give it once", first, k, name)))
+			continue
+		}
+		given[name] = k
+		if strings.HasPrefix(string(name), "nvidia.com/mig-") {
 			mig++
 		}
-		var text string
-		switch v := in[k].(type) {
-		case json.Number:
-			text = v.String()
-		case string:
-			text = v
-		default:
-			errs = append(errs, field.Invalid(p.Key(k), in[k], "must be a quantity such as 2, 500m or 16Gi"))
+		q, err := quantity(in[k])
+		if err != nil {
+			errs = append(errs, field.Invalid(p.Key(k), in[k], err.Error()))
 			continue
 		}
-		q, err := resource.ParseQuantity(text)
-		if err != nil || q.Sign() < 0 {
-			errs = append(errs, field.Invalid(p.Key(k), text, "must be a quantity such as 2, 500m or 16Gi"))
-			continue
-		}
-		list[corev1.ResourceName(name)] = q
+		list[name] = q
 	}
 	if _, gpu := list["nvidia.com/gpu"]; mig > 1 || (mig == 1 && gpu) {
 		errs = append(errs, field.Invalid(p, keys, "ask for one kind of GPU: either gpu or a single mig-<profile>"))
@@ -133,6 +120,94 @@ func resources(in map[string]any) (*corev1.ResourceRequirements, field.ErrorList
 		return nil, errs
 	}
 	return &corev1.ResourceRequirements{Requests: list.DeepCopy(), Limits: list}, nil
+}
+
+// wellKnownResources are device plugins' resource names, matched in any case as the standard
+// names are: each plugin advertises its name in lower case, so NVIDIA.com/GPU can only mean it.
+var wellKnownResources = []string{
+	"nvidia.com/gpu", "amd.com/gpu", "google.com/tpu", "habana.ai/gaudi",
+	"aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "gpu.intel.com/i915", "gpu.intel.com/xe",
+}
+
+// resourceName is k as Kubernetes spells it. The standard names, the SDK's aliases and the
+// well-known device names are matched in any case, as the Kubeflow SDK matches them; a
+// hugepages-<size> keeps its size as written (2Mi is not 2mi). Any other name keeps its name
+// part as written, because extended resources are case-sensitive on the node (huawei.com/Ascend910
+// is not huawei.com/ascend910), and only its domain is lower-cased: Kubernetes takes a domain
+// only in lower case, so that can turn no valid name into another.
+func resourceName(k string) corev1.ResourceName {
+	lower := strings.ToLower(k)
+	switch {
+	case lower == "cpu", lower == "memory", lower == "ephemeral-storage":
+		return corev1.ResourceName(lower)
+	case lower == "gpu":
+		return "nvidia.com/gpu"
+	case lower == "storage":
+		return corev1.ResourceEphemeralStorage
+	case strings.HasPrefix(lower, "mig-"), strings.HasPrefix(lower, "nvidia.com/mig-"):
+		return corev1.ResourceName("nvidia.com/" + strings.TrimPrefix(lower, "nvidia.com/"))
+	case strings.HasPrefix(lower, corev1.ResourceHugePagesPrefix):
+		return corev1.ResourceName(corev1.ResourceHugePagesPrefix + k[len(corev1.ResourceHugePagesPrefix):])
+	case slices.Contains(wellKnownResources, lower):
+		return corev1.ResourceName(lower)
+	}
+	if domain, rest, ok := strings.Cut(k, "/"); ok {
+		return corev1.ResourceName(strings.ToLower(domain) + "/" + rest)
+	}
+	return corev1.ResourceName(k)
+}
+
+// containerResourceProblem says why Kubernetes would refuse name as a container's resource (its
+// validateContainerResourceName and, for huge pages, the page size), or "" when it would not.
+func containerResourceProblem(name corev1.ResourceName) string {
+	const what = "must be cpu, memory, ephemeral-storage, hugepages-<size>, gpu, storage, mig-<profile> or a resource name such as example.com/device"
+	n := string(name)
+	if size, ok := strings.CutPrefix(n, corev1.ResourceHugePagesPrefix); ok {
+		if q, err := resource.ParseQuantity(size); err != nil || q.Sign() <= 0 {
+			return fmt.Sprintf("hugepages-<size> needs a page size such as 2Mi or 1Gi, not %q", size)
+		}
+	}
+	if msgs := validation.IsQualifiedName(n); len(msgs) > 0 {
+		return what + ": " + strings.Join(msgs, "; ")
+	}
+	if strings.HasPrefix(n, corev1.ResourceHugePagesPrefix) {
+		return ""
+	}
+	if !strings.Contains(n, "/") {
+		switch name {
+		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+			return ""
+		}
+		return "a name without a domain must be cpu, memory, ephemeral-storage, hugepages-<size> or an alias (gpu, storage, " +
+			"mig-<profile>); any other resource needs its domain, such as example.com/" + n
+	}
+	// An extended resource is also a quota name, requests.<name>, so it must stay a valid name
+	// with that prefix (Kubernetes' IsExtendedResourceName); kubernetes.io/ names are native.
+	if strings.Contains(n, corev1.ResourceDefaultNamespacePrefix) {
+		return ""
+	}
+	if strings.HasPrefix(n, corev1.DefaultResourceRequestsPrefix) || len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+n)) > 0 {
+		return "is not a valid extended resource name: it must not start with requests., and requests.<name> must be a valid name, such as requests.example.com/device"
+	}
+	return ""
+}
+
+// quantity is a resource amount as the step gives it: a number or a string such as 500m or 16Gi.
+func quantity(v any) (resource.Quantity, error) {
+	var text string
+	switch v := v.(type) {
+	case json.Number:
+		text = v.String()
+	case string:
+		text = v
+	default:
+		return resource.Quantity{}, errors.New("must be a quantity such as 2, 500m or 16Gi")
+	}
+	q, err := resource.ParseQuantity(text)
+	if err != nil || q.Sign() < 0 {
+		return resource.Quantity{}, errors.New("must be a quantity such as 2, 500m or 16Gi")
+	}
+	return q, nil
 }
 
 // envList keeps the order: Kubernetes expands $(VAR) only from earlier entries.

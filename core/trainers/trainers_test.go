@@ -276,20 +276,30 @@ func TestRegistryTier2(t *testing.T) {
 	assert.ErrorContains(t, r.Register(Registration{Kind: "Other", Frameworks: []string{"torch"}, New: newTorch}), "already picks TorchTrainer")
 }
 
-// The SDK's aliases are matched in any case; every other resource name is kept as written,
-// because extended resource names are case-sensitive on the node.
+// Every standard resource name and the SDK's aliases are matched in any case, as the Kubeflow
+// SDK matches them, so the pre-checks pass only what Kubernetes takes; an extended resource's
+// name is kept as written (it is case-sensitive on the node), its domain lower-cased (Kubernetes
+// takes a domain only in lower case).
 func TestResourceNames(t *testing.T) {
 	cases := map[string]struct {
 		in   string
 		want corev1.ResourceName
 	}{
-		"gpu alias":               {"gpu", "nvidia.com/gpu"},
-		"GPU alias any case":      {"GPU", "nvidia.com/gpu"},
-		"storage alias":           {"Storage", "ephemeral-storage"},
-		"mig alias":               {"MIG-1g.5gb", "nvidia.com/mig-1g.5gb"},
-		"cpu":                     {"CPU", "cpu"},
-		"extended keeps its case": {"huawei.com/Ascend910", "huawei.com/Ascend910"},
-		"vendor gpu name as is":   {"amd.com/gpu", "amd.com/gpu"},
+		"gpu alias":                  {"gpu", "nvidia.com/gpu"},
+		"GPU alias any case":         {"GPU", "nvidia.com/gpu"},
+		"storage alias":              {"Storage", "ephemeral-storage"},
+		"mig alias":                  {"MIG-1g.5gb", "nvidia.com/mig-1g.5gb"},
+		"cpu":                        {"CPU", "cpu"},
+		"memory":                     {"Memory", "memory"},
+		"ephemeral-storage":          {"EPHEMERAL-STORAGE", "ephemeral-storage"},
+		"hugepages keeps its size":   {"HugePages-2Mi", "hugepages-2Mi"},
+		"hugepages 1Gi":              {"HUGEPAGES-1Gi", "hugepages-1Gi"},
+		"nvidia gpu any case":        {"NVIDIA.com/GPU", "nvidia.com/gpu"},
+		"nvidia mig any case":        {"nvidia.com/MIG-1g.5gb", "nvidia.com/mig-1g.5gb"},
+		"amd gpu any case":           {"AMD.COM/Gpu", "amd.com/gpu"},
+		"extended keeps its case":    {"huawei.com/Ascend910", "huawei.com/Ascend910"},
+		"extended domain lower-case": {"Huawei.COM/Ascend910", "huawei.com/Ascend910"},
+		"vendor gpu name as is":      {"amd.com/gpu", "amd.com/gpu"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -300,7 +310,30 @@ func TestResourceNames(t *testing.T) {
 			assert.Len(t, r.Limits, 1)
 		})
 	}
-	_, errs := resources(map[string]any{"not a name!": json.Number("1")})
-	require.Len(t, errs, 1)
-	assert.Equal(t, "trainer.resourcesPerNode[not a name!]", errs[0].Field)
+}
+
+// A name Kubernetes would refuse when JobSet creates the Job is refused before anything is
+// created, naming the field and saying what would do.
+func TestResourceNamesKubernetesRefuses(t *testing.T) {
+	cases := map[string]struct {
+		in      map[string]any
+		field   string
+		wantMsg string
+	}{
+		"not a name":                 {map[string]any{"my gpu": json.Number("1")}, "trainer.resourcesPerNode[my gpu]", "a resource name such as example.com/device"},
+		"no domain, not standard":    {map[string]any{"foo": json.Number("1")}, "trainer.resourcesPerNode[foo]", "needs its domain, such as example.com/foo"},
+		"hugepages without a size":   {map[string]any{"hugepages-": json.Number("1")}, "trainer.resourcesPerNode[hugepages-]", "a page size such as 2Mi or 1Gi"},
+		"hugepages with a bad size":  {map[string]any{"hugepages-2mb": json.Number("1")}, "trainer.resourcesPerNode[hugepages-2mb]", "a page size such as 2Mi or 1Gi"},
+		"the quota prefix":           {map[string]any{"requests.example.com/foo": json.Number("1")}, "trainer.resourcesPerNode[requests.example.com/foo]", "extended resource"},
+		"the same resource twice":    {map[string]any{"CPU": json.Number("1"), "cpu": json.Number("2")}, "trainer.resourcesPerNode[cpu]", "CPU and cpu both name cpu"},
+		"an alias and its full name": {map[string]any{"storage": "1Gi", "ephemeral-storage": "2Gi"}, "trainer.resourcesPerNode[storage]", "ephemeral-storage and storage both name ephemeral-storage"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, errs := resources(tc.in)
+			require.Len(t, errs, 1, "%v", errs)
+			assert.Equal(t, tc.field, errs[0].Field)
+			assert.Contains(t, errs[0].Error(), tc.wantMsg)
+		})
+	}
 }

@@ -29,7 +29,7 @@ var descriptions = map[string]string{
 	"funcName":           "The function to call; optional when func defines exactly one top-level function.",
 	"funcArgs":           "Keyword arguments, passed as Python literals.",
 	"numNodes":           "Number of training nodes (spec.trainer.numNodes).",
-	"resourcesPerNode":   "Resources per node, requests = limits: cpu, memory, gpu (nvidia.com/gpu), storage, mig-<profile>, or any resource name.",
+	"resourcesPerNode":   "Resources per node, requests = limits: cpu, memory, ephemeral-storage, hugepages-<size>, gpu (nvidia.com/gpu), storage (ephemeral-storage), mig-<profile>, in any case, or a resource name with its domain (example.com/device).",
 	"image":              "Trainer image (spec.trainer.image); the runtime's image when empty.",
 	"env":                "Environment variables.",
 	"packagesToInstall":  "pip packages installed before the function runs.",

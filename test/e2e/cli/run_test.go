@@ -4,16 +4,21 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/internal/cli"
 	"github.com/trainstep/trainstep/test/internal/testenv"
@@ -230,4 +235,47 @@ func TestLocalDryRun(t *testing.T) {
 	assert.Contains(t, stdout.String(), "kind: TrainJob")
 	assert.NotContains(t, stdout.String(), "[node-0]", "a dry run runs nothing")
 	_ = start
+}
+
+// A standard resource name in any case is written as Kubernetes spells it in the TrainJob the
+// binary prints (a hugepages size as given), as the Kubeflow SDK writes it; else JobSet's Job
+// would be refused long after the step started.
+func TestDryRunSpellsResourceNamesAsKubernetesDoes(t *testing.T) {
+	for _, tc := range []struct {
+		given string
+		want  []corev1.ResourceName
+	}{
+		{"{EPHEMERAL-STORAGE: 1Gi, Memory: 1Gi, CPU: 1}", []corev1.ResourceName{"ephemeral-storage", "memory", "cpu"}},
+		{"{HugePages-2Mi: 4Mi, memory: 1Gi}", []corev1.ResourceName{"hugepages-2Mi", "memory"}},
+		{"{NVIDIA.com/GPU: 1, example.com/Dev: 2}", []corev1.ResourceName{"nvidia.com/gpu", "example.com/Dev"}},
+	} {
+		t.Run(tc.given, func(t *testing.T) {
+			step := "framework: xgboost\ntrainer:\n  func: \"def f(): pass\"\n  resourcesPerNode: " + tc.given + "\n"
+			cmd, stdout, stderr := command(t, "run", "--local", "--runtimes-from", "stock", "--dry-run", "-f", writeStep(t, step))
+			require.NoError(t, cmd.Run(), stderr.String())
+			var tj trainer.TrainJob
+			require.NoError(t, yaml.Unmarshal(stdout.Bytes(), &tj), stdout.String())
+			require.NotNil(t, tj.Spec.Trainer)
+			res := tj.Spec.Trainer.ResourcesPerNode
+			require.NotNil(t, res, "the printed TrainJob has resourcesPerNode")
+			assert.ElementsMatch(t, tc.want, slices.Collect(maps.Keys(res.Limits)))
+			assert.ElementsMatch(t, tc.want, slices.Collect(maps.Keys(res.Requests)))
+		})
+	}
+}
+
+// A resource name Kubernetes would refuse is refused by the binary before anything runs, naming
+// the field and what would do.
+func TestDryRunRefusesAResourceNameKubernetesRefuses(t *testing.T) {
+	for _, tc := range []struct{ name, wantErr string }{
+		{"my gpu", `trainer.resourcesPerNode[my gpu]: Invalid value: "my gpu": must be cpu, memory, ephemeral-storage, hugepages-<size>, gpu, storage, mig-<profile> or a resource name such as example.com/device`},
+		{"foo", `trainer.resourcesPerNode[foo]: Invalid value: "foo": a name without a domain must be cpu, memory, ephemeral-storage, hugepages-<size> or an alias (gpu, storage, mig-<profile>); any other resource needs its domain, such as example.com/foo`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := local(t, "framework: xgboost\ntrainer:\n  func: \"def f(): pass\"\n  resourcesPerNode: {\""+tc.name+"\": 1}\n", "--dry-run")
+			assert.Equal(t, cli.ExitInvalid, r.code, r.stderr)
+			assert.Contains(t, r.stderr, tc.wantErr)
+			assert.False(t, strings.Contains(r.stdout, "kind: TrainJob"), "no TrainJob is printed for a step that would be refused")
+		})
+	}
 }
