@@ -49,8 +49,9 @@ func TestWorkloadCacheKeepsOnlyWhatTheFaceReads(t *testing.T) {
 	perWorkload := heap / foreignWorkloads
 	t.Logf("the controller's cache with %d foreign Workloads (a %d KiB script in each): %.1f MiB of heap, %.2f KiB per Workload",
 		foreignWorkloads, scriptBytes>>10, float64(heap)/(1<<20), float64(perWorkload)/1024)
-	// Whole, each would hold at least its script; trimmed, its identity alone.
-	assert.Less(t, perWorkload, int64(scriptBytes/4), "heap per foreign Workload")
+	// Whole, each holds at least its script (about 27 KiB in all); trimmed, its identity alone
+	// (2-3 KiB as measured, the rest of the bound is room for the collector's leftovers).
+	assert.Less(t, perWorkload, int64(scriptBytes/3), "heap per foreign Workload")
 
 	l := trainjob.NewWorkloadList()
 	require.NoError(t, ctrl.Cache.List(t.Context(), l, client.InNamespace(ns)))
