@@ -3,19 +3,20 @@
 # docs/benchmarks.md with the machine and versions they were measured on. Each section is one
 # `go test -bench` (or one test) whose raw lines are kept in $RAW for benchstat.
 #
-#   BENCH=sidebyside,sidecar,fleet,calls,janitor,tekton,core,cli (default: all) picks sections;
-#   STEPS, JOBS, FLEET, RUNS, WORKFLOWS size them (defaults: the issues' figures);
+#   BENCH=sidebyside,sidecar,fleet,calls,janitor,tekton,workloads,core,cli (default: all) picks sections;
+#   STEPS, JOBS, FLEET, RUNS, WORKFLOWS, WORKLOADS size them (defaults: the issues' figures);
 #   SECTIONS=dir keeps each section's output in dir, so that a section run again (BENCH=tekton)
 #   replaces only its own table and the others stay as measured (each table names its run).
 # A section that fails is reported and the others still run; the script then exits 1.
 set -euo pipefail
 
-BENCH=${BENCH:-sidebyside,sidecar,fleet,calls,janitor,tekton,core,cli}
+BENCH=${BENCH:-sidebyside,sidecar,fleet,calls,janitor,tekton,workloads,core,cli}
 STEPS=${STEPS:-20}   # concurrent training steps each way, side by side
 JOBS=${JOBS:-10000}  # other workflows' TrainJobs in the Argo sidecar's namespace (2 pods each)
 FLEET=${FLEET:-100}  # workflows live at once, one sidecar process each
 RUNS=${RUNS:-10000}  # CustomRuns live at once on one Tekton controller
 WORKFLOWS=${WORKFLOWS:-5000} # finished Workflows the Argo janitor caches
+WORKLOADS=${WORKLOADS:-5000} # other jobs' Kueue Workloads beside the Tekton controller
 OUT=${OUT:-docs/benchmarks.md}
 RAW=${RAW:-bench.out}
 K8S_VERSION=${K8S_VERSION:-unknown}
@@ -70,7 +71,7 @@ table() {
 	}' "$1"
 }
 
-touch "$tmp"/{sidebyside,sidecar,fleet,calls,janitor,tekton,core,cli}.out
+touch "$tmp"/{sidebyside,sidecar,fleet,calls,janitor,tekton,workloads,core,cli}.out
 if want sidebyside; then : >"$tmp/sidebyside.out"; fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 start=$(date +%s)
@@ -98,6 +99,9 @@ fi
 if want tekton; then
 	TRAINSTEP_BENCH_RUNS=$RUNS run tekton ./test/integration/tekton/ -run '^$' -bench '^BenchmarkConcurrentRuns$' -benchtime 1x
 fi
+if want workloads; then
+	TRAINSTEP_BENCH_WORKLOADS=$WORKLOADS run workloads ./test/integration/tekton/ -run '^$' -bench '^BenchmarkTektonWorkloadCache$' -benchtime 1x
+fi
 if want core; then
 	run core ./test/integration/core/ -run '^$' -bench '^Benchmark(Notice|Submit)$' -benchtime 200x
 fi
@@ -107,7 +111,7 @@ fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 took=$(($(date +%s) - start))
 
-sections=(sidebyside sidecar fleet calls janitor tekton core cli)
+sections=(sidebyside sidecar fleet calls janitor tekton workloads core cli)
 for name in "${sections[@]}"; do
 	grep -E '^(Benchmark|goos|goarch|pkg|cpu)' "$tmp/$name.out" || true
 done >"$RAW"
@@ -271,6 +275,23 @@ Event; no LIST, no TrainJob read); \`notice\` runs from the TrainJob's terminal 
 the CustomRun's terminal condition; \`rss-MB\` with every run live, \`peak-rss-MB\` the high water.
 
 $(section tekton)
+
+## Tekton: the controller beside ${WORKLOADS} Kueue Workloads of other jobs (\`BenchmarkTektonWorkloadCache\`)
+
+Kueue makes a Workload for every job it queues, of every kind, with the job's pod templates
+in it; the controller watches Workloads to read a queued TrainJob's. The controller in a
+namespace of its own, then ${WORKLOADS} Workloads of batch/v1 Jobs created 16 at a time, each
+with a 20 KiB script in its pod template's command (\`workload-KB\`: one of them as JSON), until
+its cache holds them all. \`heap-MB\` is the Go heap in use their arrival added and kept (after
+a full collection, before and after), in the benchmark's process; \`heap-KB/workload\` the same
+÷ Workloads. \`cache=whole\`: the controller on a cache that keeps Workloads as it did before
+they were trimmed (every Workload whole, but for managedFields); \`cache=trimmed\`: as
+\`tekton-controller\` runs, listing only Workloads Kueue made for a job and keeping of one no
+TrainJob owns only its identity and owners. The command: \`TRAINSTEP_BENCH_WORKLOADS=${WORKLOADS} go test
+-run '^\$' -bench '^BenchmarkTektonWorkloadCache\$' -benchtime 1x ./test/integration/tekton/\`
+(\`make bench\`'s section \`workloads\`).
+
+$(section workloads)
 
 ## The core: notice and submit against the bare client (\`BenchmarkNotice\`, \`BenchmarkSubmit\`)
 

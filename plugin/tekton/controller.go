@@ -127,10 +127,17 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
-	ownPods, err := podsLabelled(cfg, scheme)
+	// What the cluster serves decides what is cached, so it is read before the cache is built.
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		ctrl.Log.WithName(Name).Info("caching every JobSet pod: cannot tell whether the Trainer puts trainstep's labels on its pods", "error", err.Error())
+		return nil, fmt.Errorf("creating the client that reads the cluster's APIs at start: %w", err)
 	}
+	log := ctrl.Log.WithName(Name)
+	ownPods, err := podsLabelled(c)
+	if err != nil {
+		log.Info("caching every JobSet pod: cannot tell whether the Trainer puts trainstep's labels on its pods", "error", err.Error())
+	}
+	kueue := workloadsServed(c.RESTMapper(), log)
 	cacheOpts := cache.Options{
 		// Nothing cached keeps its managedFields; CustomRuns, TrainJobs and pods keep only what
 		// the reconciler reads (trim.go, trainjob.TrimPod): the cache holds one of each per step.
@@ -147,13 +154,16 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			&corev1.Event{}: {Field: trainjob.EventSelector(), Transform: trainjob.TrimEvent},
 		},
 	}
+	if kueue {
+		cacheOpts.ByObject[newWorkload()] = workloadCache()
+	}
 	mgr, err := managed.New(cfg, scheme, cacheOpts, managed.Options{Name: Name, Namespaces: opts.Namespaces,
 		MetricsAddr: opts.MetricsAddr, ProbeAddr: opts.ProbeAddr,
 		LeaderElection: opts.LeaderElection, LeaderElectionNamespace: opts.LeaderElectionNamespace})
 	if err != nil {
 		return nil, err
 	}
-	if err := setup(mgr, opts, ownPods); err != nil {
+	if err := setup(mgr, opts, ownPods, kueue); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -166,11 +176,7 @@ const podsLabelTimeout = 30 * time.Second
 // (trainjob.PodLabels) on the pods of the TrainJobs trainstep submits: it has a pod-template
 // mechanism (v2.1+). On Trainer v2.0, or when the CRD cannot be read, the controller caches every
 // JobSet pod of the namespaces it watches, as it must to see its own.
-func podsLabelled(cfg *rest.Config, scheme *runtime.Scheme) (bool, error) {
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return false, fmt.Errorf("creating the client that reads the TrainJob CRD: %w", err)
-	}
+func podsLabelled(c client.Reader) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), podsLabelTimeout)
 	defer cancel()
 	api, err := trainjob.DetectAPI(ctx, c)
@@ -201,12 +207,16 @@ func requirement(key string, op selection.Operator, values ...string) labels.Req
 }
 
 // Setup adds the CustomRun controller to a manager whose scheme is Scheme(). The manager's
-// cache is the caller's: the controller assumes it holds every JobSet pod it may need.
-func Setup(mgr manager.Manager, opts Options) error { return setup(mgr, opts, false) }
+// cache is the caller's: the controller assumes it holds every JobSet pod it may need, and
+// caches Kueue's Workloads, when served, as that cache is configured.
+func Setup(mgr manager.Manager, opts Options) error {
+	return setup(mgr, opts, false, workloadsServed(mgr.GetRESTMapper(), mgr.GetLogger()))
+}
 
 // setup adds the controller; ownPods says the pod cache holds only pods carrying trainstep's
-// labels, so a TrainJob made before they were set has pods only the apiserver shows.
-func setup(mgr manager.Manager, opts Options, ownPods bool) error {
+// labels, so a TrainJob made before they were set has pods only the apiserver shows; kueue says
+// Kueue's Workloads are served (workloadsServed), so the controller watches them.
+func setup(mgr manager.Manager, opts Options, ownPods, kueue bool) error {
 	opts.Default()
 	m := newMetrics()
 	if err := m.register(opts.Registerer); err != nil {
@@ -269,7 +279,7 @@ func setup(mgr manager.Manager, opts Options, ownPods bool) error {
 		Owns(&trainer.TrainJob{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podOwner)).
 		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(r.eventOwner))
-	b, r.workloads = r.watchWorkloads(mgr, b)
+	b, r.workloads = r.watchWorkloads(mgr, b, kueue)
 	err = b.WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the CustomRun controller: %w", err)

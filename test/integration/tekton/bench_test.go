@@ -170,8 +170,8 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 	logRequests(b, auditLog, auditFrom, n)
 }
 
-// parallel calls f for each name, at most k at once, and fails the benchmark on the first error.
-func parallel(b *testing.B, names []string, k int, f func(name string) error) {
+// parallel calls f for each name, at most k at once, and fails the test on the first error.
+func parallel(b testing.TB, names []string, k int, f func(name string) error) {
 	sem := make(chan struct{}, k)
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -25,7 +26,10 @@ import (
 // controller is one running Tekton face, watching one namespace.
 type controller struct {
 	Metrics *prometheus.Registry
-	stop    func()
+	// Cache is the controller's informer cache: what it reads CustomRuns, TrainJobs, pods,
+	// Events and Kueue's Workloads from, as it holds them.
+	Cache cache.Cache
+	stop  func()
 }
 
 // startController runs the controller until the test ends (or Stop).
@@ -60,7 +64,7 @@ func startControllerAs(t testing.TB, cfg *rest.Config, ns string, mutate ...func
 		})
 	}
 	t.Cleanup(stop)
-	return &controller{Metrics: reg, stop: stop}
+	return &controller{Metrics: reg, Cache: mgr.GetCache(), stop: stop}
 }
 
 func (c *controller) Stop() { c.stop() }

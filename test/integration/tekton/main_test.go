@@ -1,5 +1,6 @@
 // Package tekton_test proves the Tekton face against a real kube-apiserver with Tekton's own
-// CustomRun CRD and the Trainer CRDs, with the Trainer simulator in place of the Trainer.
+// CustomRun CRD, the Trainer CRDs and Kueue's Workload CRD (no Kueue runs: a test makes the
+// Workloads it needs), with the Trainer simulator in place of the Trainer.
 // Each test runs its own controller limited to its own namespace, so tests run in parallel.
 package tekton_test
 
@@ -64,6 +65,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	workloads, err := testenv.WorkloadCRD(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	dir, err := os.MkdirTemp("", "trainstep-tekton-audit-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -75,7 +81,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	auditLog = auditArgs["audit-log-path"]
-	code := testenv.Run(m, &env, testenv.Options{ControllerManager: true, CRDDirs: []string{crds}, APIServerArgs: auditArgs}, func(ctx context.Context, e *testenv.Env) (err error) {
+	code := testenv.Run(m, &env, testenv.Options{ControllerManager: true, CRDDirs: []string{crds, workloads}, APIServerArgs: auditArgs}, func(ctx context.Context, e *testenv.Env) (err error) {
 		if sim, err = trainersim.Start(ctx, e.Config, decide); err != nil {
 			return err
 		}
