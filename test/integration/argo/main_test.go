@@ -28,6 +28,7 @@ import (
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/argo"
 	"github.com/trainstep/trainstep/test/internal/argotest"
+	"github.com/trainstep/trainstep/test/internal/realstack"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
@@ -62,7 +63,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(testenv.Run(m, &env, testenv.Options{ControllerManager: true, CRDDirs: []string{crds}}, func(ctx context.Context, e *testenv.Env) (err error) {
+	// Kueue's Workload CRD alone, no Kueue: tests write the Workloads Kueue would.
+	workloads, err := testenv.KueueWorkloadCRD(context.Background(), realstack.DefaultKueueVersion)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(testenv.Run(m, &env, testenv.Options{ControllerManager: true, CRDDirs: []string{crds, workloads}}, func(ctx context.Context, e *testenv.Env) (err error) {
 		if sim, err = trainersim.Start(ctx, e.Config, decide); err != nil {
 			return err
 		}
