@@ -352,7 +352,7 @@ func (p *Plugin) release() {
 	p.metrics.held.Dec()
 }
 
-// snapshot is the TrainJob with its pods and Events, as the cache has them (shallow copies:
+// snapshot is the TrainJob with its pods, Events and Workload, as the caches have them (shallow copies:
 // Decide only reads).
 func (p *Plugin) snapshot(ctx context.Context, tj *trainer.TrainJob) trainjob.Snapshot {
 	s := trainjob.Snapshot{TrainJob: tj, Now: p.clock.Now()}
@@ -364,12 +364,9 @@ func (p *Plugin) snapshot(ctx context.Context, tj *trainer.TrainJob) trainjob.Sn
 	if err := p.cache.List(ctx, events, client.InNamespace(tj.Namespace), client.MatchingFields{trainjob.IndexEventObject: tj.Name}, client.UnsafeDisableDeepCopy); err == nil {
 		s.Events = events.Items
 	}
-	// A queued TrainJob's Workload says, in Kueue's words, why it waits (one LIST, queued jobs only).
-	if w, err := trainjob.FindWorkload(ctx, p.api, tj); err != nil {
-		p.log.Warn("following the TrainJob without Kueue's words", "trainjob", tj.Name, "error", err)
-	} else {
-		s.Workload = w
-	}
+	// A queued TrainJob's Workload says, in Kueue's words, why it waits (from an informer, and
+	// only while it can change the step: workloads.go).
+	s.Workload = p.workloads.of(ctx, tj)
 	return s
 }
 

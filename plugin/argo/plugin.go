@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -50,6 +51,8 @@ type Plugin struct {
 	waiters *waiters
 	reaper  *reaper
 	tails   *trainjob.Tails
+	// workloads are Kueue's Workloads, read only while a queued step needs one (workloads.go).
+	workloads *workloads
 
 	metricsAddr atomic.Value // string: the bound metrics address
 
@@ -133,6 +136,11 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 		return nil, err
 	}
 	p.reaper = newReaper(opts.Namespace, c, api, opts.Logger)
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
+	}
+	p.workloads = newWorkloads(dyn, opts.Namespace, opts.Logger, p.syncWait(), func(o any) { p.waiters.notifyFor(o, workloadTrainJobs) })
 	p.metrics.registry.MustRegister(
 		cachedObjects(c, "trainstep_argo_cached_trainjobs", "TrainJobs held in the plugin's informer cache (with --workflow, only that workflow's).", &trainer.TrainJobList{}),
 		cachedObjects(c, "trainstep_argo_cached_pods", "JobSet pods held in the plugin's informer cache (with --workflow on Trainer v2.1+, only that workflow's).", &corev1.PodList{}))
@@ -220,6 +228,7 @@ func (p *Plugin) Start(ctx context.Context) error {
 	if err := p.reaper.register(ctx); err != nil {
 		return err
 	}
+	p.workloads.run(ctx)
 	// Runtimes are listed unstructured; asking for the informers now makes the first step cost no
 	// cold start.
 	for _, kind := range []string{runtimes.ClusterKind, runtimes.NamespacedKind} {

@@ -62,7 +62,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(testenv.Run(m, &env, testenv.Options{ControllerManager: true, CRDDirs: []string{crds}}, func(ctx context.Context, e *testenv.Env) (err error) {
+	// Kueue's Workload CRD alone, no Kueue: tests write the Workloads Kueue would.
+	workloads, err := testenv.KueueWorkloadCRD(context.Background(), testenv.KueueVersion)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(testenv.Run(m, &env, testenv.Options{ControllerManager: true, CRDDirs: []string{crds, workloads}}, func(ctx context.Context, e *testenv.Env) (err error) {
 		if sim, err = trainersim.Start(ctx, e.Config, decide); err != nil {
 			return err
 		}

@@ -65,7 +65,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	workloads, err := testenv.WorkloadCRD(context.Background())
+	workloads, err := testenv.KueueWorkloadCRD(context.Background(), testenv.KueueVersion)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

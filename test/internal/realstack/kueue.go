@@ -23,6 +23,7 @@ import (
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/harnessutil"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // The Kueue option of the real stack: the real Kueue manager (sigs.k8s.io/kueue, built by
@@ -33,7 +34,7 @@ import (
 // share quota.
 
 // DefaultKueueVersion is the Kueue hack/make/kueue.mk builds; the cache directory is named after it.
-const DefaultKueueVersion = "v0.17.0"
+const DefaultKueueVersion = testenv.KueueVersion
 
 // Kueue objects every queue uses.
 const (

@@ -35,7 +35,8 @@ type Options struct {
 	// namespace controller and the ServiceAccount controller. Without it, owned objects are
 	// never collected and deleted namespaces stay Terminating.
 	ControllerManager bool
-	// CRDDirs are further directories of CRD manifests to install, e.g. Tekton's.
+	// CRDDirs are further directories of CRD manifests, or single manifest files, to install,
+	// e.g. Tekton's.
 	CRDDirs []string
 	// APIServerArgs are further kube-apiserver flags (name without dashes → value), for suites
 	// that need the apiserver configured their way (fault injection: no watch cache, frequent
