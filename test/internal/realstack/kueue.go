@@ -373,10 +373,11 @@ func conditionTrue(u *unstructured.Unstructured, typ string) bool {
 // HoldReadyEnv, set to "1" in a step's trainer env, keeps its pods from becoming Ready (kwok's
 // pod-ready stage leaves them waiting in ContainerCreating) until ReleaseHeldPods annotates them
 // with holdReleased: how a test makes Kueue's waitForPodsReady evict an admitted job, then lets
-// the next admission run.
+// the next admission run. Its own annotation, not ReleaseAnnotation: a pod held Running by
+// KWOK_HOLD as well stays Running once Ready.
 const (
 	HoldReadyEnv = "KWOK_HOLD_READY"
-	holdReleased = "realstack.trainstep.dev/release"
+	holdReleased = "realstack.trainstep.dev/ready"
 )
 
 // holdReadySelector is added to kwok's pod-ready stage: a value (so DoesNotExist fails) only for
