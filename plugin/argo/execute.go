@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/lifecycle"
 	"github.com/trainstep/trainstep/core/trainjob"
 )
 
@@ -105,64 +105,31 @@ func (p *Plugin) execute(ctx context.Context, c *call, ready func(context.Contex
 			return p.pending(req, "", fmt.Sprintf("workflow %s has not recorded its start yet (status.startedAt)", wf.Name))
 		}
 	}
-	id := req.identityIn(wf)
-	// Every call after the first finds its TrainJob in the cache: the step was planned and
-	// validated when it was created, so follow it without planning again (planning lists the
-	// runtimes, most of a status call's cost).
-	existing, found, err := p.stepJob(ctx, id)
-	if found && wf != nil && trainjob.Observe(existing, nil).Phase.Terminal() {
-		// Before answering a finished job, make sure the run is still the one the cache showed:
-		// `argo retry` resets status.startedAt, and a lagging cache must not hand the retried node
-		// the failed job of the run before. One read from the apiserver, once per step.
-		if fresh, ferr := p.workflowOf(ctx, p.api, req); ferr == nil && fresh != nil && runOf(fresh) != runOf(wf) {
-			wf, id = fresh, req.identityIn(fresh)
-			existing, found, err = p.stepJob(ctx, id)
-		}
-	}
+	id, wf, err := p.runIdentity(ctx, req, wf)
 	if err != nil {
 		return p.pending(req, "", err.Error())
 	}
-	if found {
-		return p.follow(ctx, req, existing)
-	}
+	s := lifecycle.Step{Spec: req.Spec, Namespace: req.Namespace, Identity: id, Deadlines: req.deadlines()}
 	if p.createdBefore(wf, req.Namespace, id.Name()) {
-		// This step made its TrainJob on an earlier call. If it is gone, someone deleted it: say
-		// so instead of training again from zero.
-		cur := &trainer.TrainJob{}
-		err := p.api.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: id.Name()}, cur)
-		switch {
-		case err == nil && id.Owns(cur.Labels):
-			return p.follow(ctx, req, cur)
-		case apierrors.IsNotFound(err):
-			return p.failed(req, string(wfv1.NodeFailed), fmt.Sprintf(
-				"TrainJob %s of this step was deleted before the step finished; trainstep does not start it again from zero (run `argo retry` to train again)", id.Name()))
-		case err != nil:
-			return p.pending(req, id.Name(), fmt.Sprintf("reading TrainJob %s: %v", id.Name(), err))
-		}
+		// This step made its TrainJob on an earlier call: if it is gone, someone deleted it.
+		s.Recorded = id.Name()
 	}
-	plan, err := p.planner.Plan(ctx, req.Spec, req.Namespace)
-	if err != nil {
-		if step.IsInvalid(err) {
-			return p.failed(req, outcomeInvalid, err.Error())
-		}
-		return p.pending(req, "", fmt.Sprintf("planning the TrainJob: %v", err))
+	return p.follow(ctx, req, s)
+}
+
+// runIdentity is the step's identity in the run of wf. Before a finished job is answered, the
+// run is made sure of: `argo retry` resets status.startedAt, and a lagging cache must not hand
+// the retried node the failed job of the run before. One read from the apiserver, once per step.
+func (p *Plugin) runIdentity(ctx context.Context, req *request, wf *wfv1.Workflow) (trainjob.Identity, *wfv1.Workflow, error) {
+	id := req.identityIn(wf)
+	existing, found, err := p.stepJob(ctx, id)
+	if err != nil || !found || wf == nil || !trainjob.Observe(existing, nil).Phase.Terminal() {
+		return id, wf, err
 	}
-	obj, err := plan.Object(id)
-	if err != nil {
-		return p.failed(req, outcomeInvalid, err.Error())
+	if fresh, ferr := p.workflowOf(ctx, p.api, req); ferr == nil && fresh != nil && runOf(fresh) != runOf(wf) {
+		return req.identityIn(fresh), fresh, nil
 	}
-	tj, created, err := trainjob.Submit(ctx, p.reader, obj, id)
-	switch {
-	case errors.Is(err, trainjob.ErrNameTaken), apierrors.IsForbidden(err), apierrors.IsInvalid(err):
-		return p.failed(req, string(wfv1.NodeFailed), err.Error())
-	case err != nil:
-		return p.pending(req, "", err.Error())
-	}
-	if created {
-		p.remember(req.Namespace, tj.Name)
-		p.log.Info("created TrainJob", "workflow", req.Workflow.Namespace+"/"+req.Workflow.Name, "step", req.Key, "attempt", req.Attempt, "trainjob", tj.Name)
-	}
-	return p.follow(ctx, req, tj)
+	return id, wf, nil
 }
 
 func (p *Plugin) syncWait() time.Duration {
@@ -253,66 +220,56 @@ func (p *Plugin) remember(namespace, name string) {
 	p.created[types.NamespacedName{Namespace: namespace, Name: name}] = struct{}{}
 }
 
-// follow applies the core's follow policy to the TrainJob as the cache has it and, while it runs,
-// holds the call open until it finishes, a deadline passes, new trouble shows (a change to the
-// TrainJob, its pods or its Events wakes it) or HoldMax ends, whichever is first.
-// Only MaxHeld calls are held at once; the rest are answered at once with a requeue.
-func (p *Plugin) follow(ctx context.Context, req *request, tj *trainer.TrainJob) result {
-	key := types.NamespacedName{Namespace: tj.Namespace, Name: tj.Name}
+// follow looks at the step with the core's lifecycle (which plans and creates its TrainJob on
+// the first call) and, while it runs, holds the call open until it finishes, a deadline passes,
+// new trouble shows (a change to the TrainJob, its pods, its Events or its Workload wakes it) or
+// HoldMax ends, whichever is first. Only MaxHeld calls are held at once; the rest are answered
+// at once with a requeue.
+func (p *Plugin) follow(ctx context.Context, req *request, s lifecycle.Step) result {
 	start := p.clock.Now()
 	var changed <-chan struct{}
 	var hold <-chan time.Time
 	var first string // the message the call was held with
-	marked := false  // this call recorded the start; the cache may not show it yet
 	for {
-		v := trainjob.Decide(p.snapshot(ctx, tj), req.deadlines())
-		if v.Phase.Terminal() {
-			return p.terminal(ctx, req, v, p.clock.Since(start))
+		st := p.engine.Look(ctx, s)
+		if st.Created {
+			p.remember(req.Namespace, st.Name)
+			p.log.Info("created TrainJob", "workflow", req.Workflow.Namespace+"/"+req.Workflow.Name, "step", req.Key, "attempt", req.Attempt, "trainjob", st.Name)
 		}
-		if !v.MarkStarted.IsZero() && !marked {
-			marked = p.markStarted(ctx, tj, v.MarkStarted)
+		if st.Name != "" && st.Reason != lifecycle.ReasonNameTaken {
+			s.Recorded = st.Name // gone from now on, it was deleted
 		}
-		// New trouble (a pod that cannot be scheduled, a node failing) is answered at once, so
-		// the node says why while it waits rather than at the end of the hold.
-		if changed != nil && v.Trouble && v.Message != first {
-			return p.inProgress(ctx, req, v, p.clock.Since(start))
+		lags := errors.Is(st.Err, lifecycle.ErrCacheLags)
+		switch {
+		case st.Invalid != nil:
+			return p.failed(req, outcomeInvalid, st.Invalid.Error())
+		case st.Err != nil && !lags:
+			return p.pending(req, st.Name, st.Message)
+		case st.Done():
+			return p.terminal(req, st, p.clock.Since(start))
+		case changed != nil && st.Trouble && st.Message != first:
+			// New trouble (a pod that cannot be scheduled, a node failing) is answered at once, so
+			// the node says why while it waits rather than at the end of the hold.
+			return p.reply(req, st.Observation, p.clock.Since(start))
 		}
 		if changed == nil {
-			first = v.Message
+			first = st.Message
 			if p.opts.HoldMax <= 0 || !p.acquire() {
-				return p.inProgress(ctx, req, v, p.clock.Since(start))
+				return p.reply(req, st.Observation, p.clock.Since(start))
 			}
 			// Each defer below runs once per call: the block is guarded by changed == nil.
 			defer p.release() //nolint:gocritic // deferInLoop: guarded, see above
-			ch, done := p.waiters.add(key)
+			ch, done := p.waiters.add(types.NamespacedName{Namespace: req.Namespace, Name: st.Name})
 			defer done() //nolint:gocritic // deferInLoop: guarded, see above
 			changed = ch
 			timer := p.clock.NewTimer(p.opts.HoldMax)
 			defer timer.Stop() //nolint:gocritic // deferInLoop: guarded, see above
 			hold = timer.C()
 		}
-		if !p.sleep(ctx, changed, hold, v.Wake) {
-			return p.inProgress(ctx, req, v, p.clock.Since(start))
+		if !p.sleep(ctx, changed, hold, st.Wake) {
+			return p.reply(req, st.Observation, p.clock.Since(start))
 		}
-		cur := &trainer.TrainJob{}
-		if err := p.reader.Get(ctx, key, cur, client.UnsafeDisableDeepCopy); err != nil {
-			if apierrors.IsNotFound(err) {
-				return p.failed(req, string(wfv1.NodeFailed), fmt.Sprintf("TrainJob %s was deleted before it finished", key.Name))
-			}
-			return p.pending(req, key.Name, fmt.Sprintf("reading TrainJob %s: %v", key.Name, err))
-		}
-		tj = cur
 	}
-}
-
-// markStarted records that the TrainJob started, so startTimeout never applies again, whichever
-// sidecar answers next. A failure is logged and tried again at the next look.
-func (p *Plugin) markStarted(ctx context.Context, tj *trainer.TrainJob, at time.Time) bool {
-	if err := trainjob.MarkStarted(ctx, p.api, tj.Namespace, tj.Name, at); err != nil {
-		p.log.Warn("recording that a TrainJob started failed; tried again at the next look", "trainjob", tj.Name, "error", err)
-		return false
-	}
-	return true
 }
 
 // sleep waits for a change or the step's deadline (true: look again), or for the hold or the
@@ -370,39 +327,21 @@ func (p *Plugin) snapshot(ctx context.Context, tj *trainer.TrainJob) trainjob.Sn
 	return s
 }
 
-// terminal answers a finished step: the failing node's log tail, and the delete a deadline
-// asks for. A delete that fails is retried by the next call (the reply is Pending).
-func (p *Plugin) terminal(ctx context.Context, req *request, v trainjob.Verdict, held time.Duration) result {
-	obs, err := trainjob.Conclude(ctx, p.api, p.tailer(), v)
-	if err != nil {
-		return p.pending(req, obs.Name, fmt.Sprintf("%s; deleting it failed and is retried: %v", obs.Message, err))
-	}
+// terminal answers a finished step (the engine read the failing pod's log tail and carried out
+// the delete or keep a deadline asks for).
+func (p *Plugin) terminal(req *request, st lifecycle.Status, held time.Duration) result {
 	switch {
-	case v.Delete:
-		p.log.Info("deleted a TrainJob past a deadline", "trainjob", obs.Name, "reason", obs.Reason)
-	case v.Keep:
-		p.log.Info("kept a TrainJob past its timeout (keepOnTimeout)", "trainjob", obs.Name)
+	case st.Deleted:
+		p.log.Info("deleted a TrainJob past a deadline", "trainjob", st.Name, "reason", st.Reason)
+	case st.Kept:
+		p.log.Info("kept a TrainJob past its timeout (keepOnTimeout)", "trainjob", st.Name)
 	}
-	r := p.reply(req, obs, held)
-	if obs.CompletionTime != nil && v.Reason != trainjob.ReasonTimeout && v.Reason != trainjob.ReasonStartTimeout {
-		d := p.clock.Since(*obs.CompletionTime)
+	r := p.reply(req, st.Observation, held)
+	if st.CompletionTime != nil && st.Reason != trainjob.ReasonTimeout && st.Reason != trainjob.ReasonStartTimeout {
+		d := p.clock.Since(*st.CompletionTime)
 		r.notice = &d
 	}
 	return r
-}
-
-func (p *Plugin) tailer() trainjob.Tailer {
-	return trainjob.Tailer{Logs: p.logs, Pods: p.api}
-}
-
-// inProgress answers a running step. A node its Job is retrying is named with its log tail,
-// read once per failed pod (a failed pod's log does not change).
-func (p *Plugin) inProgress(ctx context.Context, req *request, v trainjob.Verdict, held time.Duration) result {
-	obs := v.Observation
-	if v.TailPod != "" {
-		obs = p.tails.WithTail(ctx, p.tailer(), v)
-	}
-	return p.reply(req, obs, held)
 }
 
 // reply renders an observation: phase, message and every core output as a parameter.

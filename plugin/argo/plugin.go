@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/lifecycle"
 	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/trainers"
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -42,15 +43,13 @@ type Plugin struct {
 	cache   cache.Cache
 	api     client.Client
 	reader  cacheFirst // the cache, falling back to the apiserver for objects it has not seen yet
-	planner trainjob.Planner
-	logs    trainjob.LogSource
+	engine  *lifecycle.Engine
 	tokens  *tokenFile
 	metrics *metrics
 	clock   clock.Clock
 	held    chan struct{}
 	waiters *waiters
 	reaper  *reaper
-	tails   *trainjob.Tails
 	// workloads are Kueue's Workloads, read only while a queued step needs one (workloads.go).
 	workloads *workloads
 
@@ -121,16 +120,14 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 		cache:   c,
 		api:     api,
 		reader:  cacheFirst{cache: c, api: api},
-		planner: trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}, Detector: &trainjob.APIDetector{Reader: api}},
-		logs:    logs,
 		tokens:  tokens,
 		metrics: newMetrics(),
 		clock:   clock.RealClock{},
 		held:    make(chan struct{}, max(opts.MaxHeld, 0)),
 		waiters: newWaiters(),
-		tails:   trainjob.NewTails(),
 		created: map[types.NamespacedName]struct{}{},
 	}
+	p.engine = p.newEngine(c, api, logs)
 	// A TrainJob's pods and Events are looked up by name, not by scanning the namespace.
 	if err := trainjob.RegisterIndexes(context.Background(), c); err != nil {
 		return nil, err
@@ -186,6 +183,27 @@ func cacheOptions(scheme *runtime.Scheme, opts Options, owner types.UID, ownPods
 	}
 }
 
+// newEngine is the core's lifecycle on the plugin's caches: TrainJobs (read in place, never
+// copied), pods and Events from the informers, Workloads from workloads.go; the apiserver is
+// asked only what a lagging cache cannot answer.
+func (p *Plugin) newEngine(c cache.Cache, api client.Client, logs trainjob.LogSource) *lifecycle.Engine {
+	return &lifecycle.Engine{
+		Cluster: lifecycle.Cluster{
+			Cache: c, Indexed: true, Shared: true, API: api, Writer: api, Logs: logs, Creates: lifecycle.NewCreates(),
+			Snapshot: func(ctx context.Context, tj *trainer.TrainJob) (trainjob.Snapshot, error) {
+				return p.snapshot(ctx, tj), nil
+			},
+		},
+		Planner: &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}, Detector: &trainjob.APIDetector{Reader: api}},
+		Tails:   trainjob.NewTails(),
+		Clock:   p.clock,
+		RBAC:    "manifests/argo/rbac.yaml: kubectl apply -f manifests/argo/rbac.yaml",
+		Warn: func(_ context.Context, msg string, err error) {
+			p.log.Warn(msg, "error", err)
+		},
+	}
+}
+
 // Start runs the cache and the reaper until ctx ends; Handler serves meanwhile. It returns once
 // the informers are registered; Synced reports when they have listed.
 func (p *Plugin) Start(ctx context.Context) error {
@@ -194,8 +212,8 @@ func (p *Plugin) Start(ctx context.Context) error {
 		return fmt.Errorf("watching TrainJobs: %w", err)
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { p.waiters.notify(o) },
-		UpdateFunc: func(_, o any) { p.waiters.notify(o) },
+		AddFunc:    func(o any) { p.engine.Creates.Seen(o); p.waiters.notify(o) },
+		UpdateFunc: func(_, o any) { p.engine.Creates.Seen(o); p.waiters.notify(o) },
 		DeleteFunc: func(o any) { p.waiters.notify(o) },
 	}); err != nil {
 		return fmt.Errorf("watching TrainJobs: %w", err)

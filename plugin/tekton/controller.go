@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainstep/trainstep/core/lifecycle"
 	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/trainers"
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -233,19 +234,13 @@ func setup(mgr manager.Manager, opts Options, ownPods, kueue bool) error {
 	r := &Reconciler{
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
-		// The cache, not the manager's client: that client reads unstructured objects (runtimes are
-		// read unstructured) straight from the apiserver, a LIST of each kind per plan.
-		planner: &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: mgr.GetCache()},
-			Detector: &trainjob.APIDetector{Reader: mgr.GetAPIReader()}},
-		logs:     logs,
-		clock:    opts.Clock,
-		recorder: mgr.GetEventRecorder(Name),
-		metrics:  m,
-		tails:    trainjob.NewTails(),
-		ownPods:  ownPods,
-		creating: newCreates(),
-		writes:   newWrites(),
+		clock:     opts.Clock,
+		recorder:  mgr.GetEventRecorder(Name),
+		metrics:   m,
+		ownPods:   ownPods,
+		writes:    newWrites(),
 	}
+	r.engine = r.newEngine(mgr, logs)
 	// A TrainJob's pods and Events are looked up by name, not by scanning the namespace.
 	if err := trainjob.RegisterIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
@@ -264,8 +259,8 @@ func setup(mgr manager.Manager, opts Options, ownPods, kueue bool) error {
 		return fmt.Errorf("watching TrainJobs: %w", err)
 	}
 	if _, err := tjs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    r.creating.seen,
-		UpdateFunc: func(_, obj any) { r.creating.seen(obj) },
+		AddFunc:    r.engine.Creates.Seen,
+		UpdateFunc: func(_, obj any) { r.engine.Creates.Seen(obj) },
 	}); err != nil {
 		return fmt.Errorf("watching TrainJobs: %w", err)
 	}
@@ -285,6 +280,31 @@ func setup(mgr manager.Manager, opts Options, ownPods, kueue bool) error {
 		return fmt.Errorf("setting up the CustomRun controller: %w", err)
 	}
 	return nil
+}
+
+// newEngine is the core's lifecycle on the manager's cache: TrainJobs, pods, Events and
+// Workloads read from it, the apiserver asked only what a lagging cache cannot answer.
+func (r *Reconciler) newEngine(mgr manager.Manager, logs trainjob.LogSource) *lifecycle.Engine {
+	e := &lifecycle.Engine{
+		Cluster: lifecycle.Cluster{
+			Cache: mgr.GetClient(), Indexed: true, API: mgr.GetAPIReader(), Writer: mgr.GetClient(),
+			Snapshot: r.snapshot, Logs: logs, Creates: lifecycle.NewCreates(),
+		},
+		// The cache, not the manager's client: that client reads unstructured objects (runtimes are
+		// read unstructured) straight from the apiserver, a LIST of each kind per plan.
+		Planner: &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: mgr.GetCache()},
+			Detector: &trainjob.APIDetector{Reader: mgr.GetAPIReader()}},
+		Tails: trainjob.NewTails(),
+		Clock: r.clock,
+		RBAC:  "manifests/tekton/rbac.yaml: kubectl apply -k manifests/tekton, then rerun the PipelineRun",
+		Warn: func(ctx context.Context, msg string, err error) {
+			ctrl.LoggerFrom(ctx).Error(err, msg)
+		},
+	}
+	if r.ownPods {
+		e.PodsBeforeVerdict = r.unlabelledPods
+	}
+	return e
 }
 
 // podOwner maps a JobSet pod to the CustomRun that owns its TrainJob (pods carry the TrainJob

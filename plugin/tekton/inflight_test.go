@@ -6,27 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
 )
-
-func TestCreatesGoWhenTheCacheShowsTheJob(t *testing.T) {
-	c := newCreates()
-	k := client.ObjectKey{Namespace: "ns", Name: "tj"}
-	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	c.add(k, at)
-	got, ok := c.since(k)
-	assert.True(t, ok)
-	assert.Equal(t, at, got)
-	c.seen("a tombstone") // not an object: ignored
-	_, ok = c.since(k)
-	assert.True(t, ok)
-	run := &v1beta1.CustomRun{}
-	run.Namespace, run.Name = "ns", "tj"
-	c.seen(run)
-	_, ok = c.since(k)
-	assert.False(t, ok)
-}
 
 // A run is stale while the cache holds the version our write replaced, and not once it holds
 // any other: the entry then goes, so a later write by someone else never holds the run; nor

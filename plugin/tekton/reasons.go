@@ -1,5 +1,7 @@
 package tekton
 
+import "github.com/trainstep/trainstep/core/lifecycle"
+
 // APIVersion and Kind are what a PipelineTask's taskRef (or taskSpec) names to run a trainstep
 // step as a Tekton custom task.
 const (
@@ -19,13 +21,19 @@ const (
 	// ReasonWorkspaceNotSupported is Tekton's own reason for a workspace a custom task cannot use
 	// (trainstep mounts persistentVolumeClaim, secret, configMap and emptyDir bindings).
 	ReasonWorkspaceNotSupported = "CustomRunWorkspaceNotSupported"
-	ReasonTrainJobDeleted       = "TrainJobDeleted"
-	ReasonNameTaken             = "TrainJobNameTaken"
+	ReasonTrainJobDeleted       = lifecycle.ReasonTrainJobDeleted
+	ReasonNameTaken             = lifecycle.ReasonNameTaken
 	// ReasonForbidden: the controller's RBAC does not let it create the TrainJob.
-	ReasonForbidden        = "TrainJobForbidden"
-	ReasonCancelled        = "CustomRunCancelled"
-	ReasonTimedOut         = "CustomRunTimedOut"
-	ReasonTrainJobDeletion = "TrainJobDeleted"
+	ReasonForbidden = lifecycle.ReasonForbidden
+	// The failures to plan and create the TrainJob (lifecycle's words).
+	ReasonPlanningForbidden = lifecycle.ReasonPlanningForbidden
+	ReasonPlanningFailed    = lifecycle.ReasonPlanningFailed
+	ReasonPlanningRetrying  = lifecycle.ReasonPlanningRetrying
+	ReasonTrainJobRefused   = lifecycle.ReasonTrainJobRefused
+	ReasonCreateRetrying    = lifecycle.ReasonCreateRetrying
+	ReasonCancelled         = "CustomRunCancelled"
+	ReasonTimedOut          = "CustomRunTimedOut"
+	ReasonTrainJobDeletion  = "TrainJobDeleted"
 )
 
 // maxMessage bounds a condition message; the log tail is at the end, so the middle goes.

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainstep/trainstep/core/lifecycle"
 	"github.com/trainstep/trainstep/core/message"
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -30,18 +31,15 @@ import (
 // Engine is the identity engine of TrainJobs this face creates (label trainstep.dev/engine).
 const Engine = "tekton"
 
-// Reconciler drives one CustomRun: it is a run of early returns — gone, not ours, finished,
-// cancelled, bad params, timed out, then create-or-observe the TrainJob of the current attempt.
+// Reconciler translates a CustomRun to a step of the core's lifecycle and back: its params are
+// the step, its status the step's; the engine (core/lifecycle) does the rest.
 type Reconciler struct {
 	client    client.Client
 	apiReader client.Reader
-	planner   *trainjob.Planner
-	logs      trainjob.LogSource
+	engine    *lifecycle.Engine
 	clock     clock.PassiveClock
 	recorder  events.EventRecorder
 	metrics   *metrics
-	tails     *trainjob.Tails
-	creating  *creates
 	writes    *writes
 	// ownPods: the pod cache holds only pods carrying trainstep's labels (see unlabelledPods).
 	ownPods bool
@@ -195,28 +193,13 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	// Terminal is final: a later cancel patch (Tekton patches every child, finished or not) or a
 	// status reset by someone else changes nothing; the stored outcome is re-asserted.
 	if run.Status.CompletionTime != nil {
-		if t := s.extra.Terminal; t != nil {
-			if c := run.Status.Succeeded(); c == nil {
-				run.Status.Conditions = append(run.Status.Conditions, *t)
-			} else if *c != *t {
-				*c = *t
-			}
-		}
+		s.reassertTerminal()
 		return reconcile.Result{}, nil
 	}
 	if run.IsCancelled() {
-		return reconcile.Result{}, r.cancel(ctx, s)
+		return r.cancel(ctx, s)
 	}
-	if run.Status.Succeeded() == nil {
-		start := metav1.NewTime(s.now)
-		run.Status.StartTime = &start
-		s.setUnknown(ReasonStarted, "planning the TrainJob")
-	}
-	if run.Status.StartTime == nil { // cleared by someone for a retry: the attempt starts now
-		start := metav1.NewTime(s.now)
-		run.Status.StartTime = &start
-	}
-
+	s.startAttempt()
 	spec, sources, err := specFromRun(run)
 	if err != nil {
 		s.finish(corev1.ConditionFalse, ReasonInvalidParams, err.Error())
@@ -226,141 +209,124 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 		s.finish(corev1.ConditionFalse, ReasonWorkspaceNotSupported, err.Error())
 		return reconcile.Result{}, nil
 	}
-	id := identity(run)
-	name := id.Name()
 	d := deadlines(run, spec)
-
-	// The TrainJob is read before any deadline is checked: one that finished in time is
-	// reported as it finished however late this reconcile runs (a backlog, a restart, a new leader).
-	tj, err := r.stepJob(ctx, run.Namespace, id)
-	if err == nil {
-		name = tj.Name // an earlier release's name, for a job it started (see stepJob)
-	}
+	st := r.engine.Look(ctx, lifecycle.Step{Spec: spec, Namespace: run.Namespace, Identity: identity(run), Deadlines: d, Recorded: s.extra.TrainJob})
 	switch {
-	case apierrors.IsNotFound(err) && d.Timeout > 0 && !s.now.Before(d.Since.Add(d.Timeout)):
-		return reconcile.Result{}, r.timedOut(ctx, s, name, d.Timeout, spec.KeepOnTimeout)
-	case apierrors.IsNotFound(err) && s.extra.TrainJob != "":
-		// This attempt recorded its job (under this release's name, or an earlier one's).
-		return r.missing(ctx, s, s.extra.TrainJob, d)
-	case apierrors.IsNotFound(err):
-		// Planned only when there is a TrainJob to create: a running job is not failed by a
-		// runtime edited after it started.
-		plan, err := r.planner.Plan(ctx, spec, run.Namespace)
-		if err != nil {
-			if step.IsInvalid(err) {
-				s.finish(corev1.ConditionFalse, ReasonInvalidParams, explain(err, sources).Error())
-				return reconcile.Result{}, nil
-			}
-			f := classifyPlanning(err)
-			if f.permanent {
-				s.finish(corev1.ConditionFalse, f.reason, f.message)
-				return reconcile.Result{}, nil
-			}
-			s.setUnknown(f.reason, f.message)
-			return reconcile.Result{}, fmt.Errorf("planning the TrainJob: %w", err)
-		}
-		if err := r.ensureTrainJob(ctx, s, plan, id); err != nil {
-			return reconcile.Result{}, err
-		}
-		return r.wakeAt(s, d.Since.Add(d.Timeout), d.Timeout > 0), nil
-	case err != nil:
-		return reconcile.Result{}, fmt.Errorf("reading TrainJob %s/%s from the cache: %w", run.Namespace, name, err)
+	case st.Err != nil:
+		return r.notYet(ctx, s, st)
+	case st.Invalid != nil:
+		s.finish(corev1.ConditionFalse, ReasonInvalidParams, explain(st.Invalid, sources).Error())
+		return reconcile.Result{}, nil //nolint:nilerr // the step is wrong, not the reconcile: the run ends saying so
 	}
-	s.extra.TrainJob = name
-	if !id.Owns(tj.Labels) {
-		s.finish(corev1.ConditionFalse, ReasonNameTaken, fmt.Sprintf("%v: %s/%s", trainjob.ErrNameTaken, tj.Namespace, tj.Name))
+	r.record(ctx, s, st)
+	if st.Phase.Terminal() {
+		r.ended(s, st, d)
 		return reconcile.Result{}, nil
 	}
+	msg, wait := s.runningMessage(st.Message)
+	s.setUnknown(string(st.Phase), msg)
+	return sooner(r.wakeAt(s, st.Wake, !st.Wake.IsZero()), wait), nil
+}
 
-	snap, err := r.snapshot(ctx, tj)
-	if err != nil {
-		return reconcile.Result{}, err
+func (s *state) reassertTerminal() {
+	t := s.extra.Terminal
+	if t == nil {
+		return
 	}
-	snap.Now = s.now
-	v := trainjob.Decide(snap, d)
-	if r.ownPods && len(snap.Pods) == 0 && (v.Phase == trainjob.PhaseSucceeded || v.Reason == trainjob.ReasonStartTimeout) {
-		// Before a verdict the pods decide (rank 0's return value, a start timeout that deletes the
-		// job), make sure the job has none the cache cannot see: see unlabelledPods.
-		pods, err := r.unlabelledPods(ctx, tj)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if len(pods) > 0 {
-			snap.Pods = pods
-			v = trainjob.Decide(snap, d)
+	if c := s.run.Status.Succeeded(); c == nil {
+		s.run.Status.Conditions = append(s.run.Status.Conditions, *t)
+	} else if *c != *t {
+		*c = *t
+	}
+}
+
+// startAttempt marks the run started, and the attempt: a status someone cleared for a retry
+// starts its attempt (and timeout) now.
+func (s *state) startAttempt() {
+	run := s.run
+	if run.Status.Succeeded() == nil {
+		start := metav1.NewTime(s.now)
+		run.Status.StartTime = &start
+		s.setUnknown(ReasonStarted, "planning the TrainJob")
+	}
+	if run.Status.StartTime == nil {
+		start := metav1.NewTime(s.now)
+		run.Status.StartTime = &start
+	}
+}
+
+// notYet is a look that could not finish: a create the cache has not shown yet waits for its
+// watch event; trouble that may pass is said on the run and retried with back-off.
+func (r *Reconciler) notYet(ctx context.Context, s *state, st lifecycle.Status) (reconcile.Result, error) {
+	if errors.Is(st.Err, lifecycle.ErrCacheLags) {
+		return r.wakeAt(s, st.Wake, !st.Wake.IsZero()), nil
+	}
+	if st.Reason != "" {
+		s.setUnknown(st.Reason, st.Message)
+	}
+	if st.Deleted || st.Name == "" {
+		return reconcile.Result{}, st.Err
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("looking at the TrainJob again", "trainJob", klog.KRef(s.run.Namespace, st.Name), "error", st.Err.Error())
+	return reconcile.Result{}, st.Err
+}
+
+// record keeps on the run what this look did: the attempt's TrainJob (the face's record, so a
+// deleted job is told from one never made), its phase, and the Event of a delete.
+func (r *Reconciler) record(ctx context.Context, s *state, st lifecycle.Status) {
+	run := s.run
+	if st.Created {
+		// No Event: the status written next names the TrainJob, and an Event per step is a
+		// request per step; the log keeps the line.
+		ctrl.LoggerFrom(ctx).Info("created TrainJob", "trainJob", klog.KRef(st.Namespace, st.Name),
+			"runtime", st.Runtime, "attempt", len(run.Status.RetriesStatus))
+		if a := len(run.Status.RetriesStatus); a > 0 {
+			st.Message += fmt.Sprintf(" (attempt %d of %d)", a+1, run.Spec.Retries+1)
 		}
 	}
-	r.metrics.setPhase(client.ObjectKeyFromObject(run), v.Phase)
-	if !v.MarkStarted.IsZero() {
-		// Recorded on the TrainJob so startTimeout never applies again, whichever replica
-		// reconciles next; a failure is tried again at the next reconcile.
-		if err := trainjob.MarkStarted(ctx, r.client, tj.Namespace, tj.Name, v.MarkStarted); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "recording that a TrainJob started; tried again at the next reconcile", "trainJob", klog.KObj(tj))
-		}
+	if st.Deleted && s.extra.TrainJob == st.Name {
+		s.event(corev1.EventTypeNormal, ReasonTrainJobDeletion, "Delete", fmt.Sprintf("deleted TrainJob %s: %s", st.Name, st.Reason))
 	}
-	if v.Delete {
-		// A plain delete: on failure the reconcile is requeued with back-off rather than holding a
-		// worker through an apiserver outage.
-		if err := r.deleteTrainJob(ctx, s, name, v.Reason); err != nil {
-			return reconcile.Result{}, err
-		}
+	if st.Name != "" && st.Reason != lifecycle.ReasonNameTaken && st.Reason != lifecycle.ReasonTrainJobDeleted {
+		s.extra.TrainJob = st.Name
 	}
-	if v.Keep {
-		// Marked kept and freed of its owner reference: deleting the CustomRun or its PipelineRun
-		// must not take a job the step asked to outlive its timeout.
-		if v.Observation, err = trainjob.ConcludeKeep(ctx, r.client, v); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
-	switch v.Phase {
-	case trainjob.PhaseSucceeded:
-		run.Status.Results = results(v.Outputs())
-		s.finish(corev1.ConditionTrue, ReasonSucceeded, v.Message)
-		r.noticed(s, v.Observation)
-		return reconcile.Result{}, nil
-	case trainjob.PhaseFailed:
-		obs := r.tailer().WithTail(ctx, v)
-		r.noticed(s, obs)
-		reason := obs.Reason
+	r.metrics.setPhase(client.ObjectKeyFromObject(run), st.Phase)
+}
+
+// ended writes a finished attempt: the outputs of a success; a failure or a timeout ends the
+// run, or starts the next attempt while retries are left. A refusal no retry mends (the name
+// taken, the controller's rights, the apiserver refusing the TrainJob) ends the run.
+func (r *Reconciler) ended(s *state, st lifecycle.Status, d trainjob.Deadlines) {
+	run := s.run
+	switch {
+	case st.Phase == trainjob.PhaseSucceeded:
+		run.Status.Results = results(st.Outputs())
+		s.finish(corev1.ConditionTrue, ReasonSucceeded, st.Message)
+	case st.Phase == trainjob.PhaseTimedOut:
+		s.retryOrFail(ReasonTimedOut, fmt.Sprintf("attempt %d timed out after %s: %s", len(run.Status.RetriesStatus)+1, d.Timeout, st.Message))
+	case permanent(st.Reason):
+		s.finish(corev1.ConditionFalse, st.Reason, st.Message)
+	case st.Reason == lifecycle.ReasonTrainJobDeleted:
+		s.event(corev1.EventTypeWarning, ReasonTrainJobDeleted, "Observe", st.Message)
+		s.retryOrFail(ReasonTrainJobDeleted, st.Message)
+	default:
+		reason := st.Reason
 		if reason == "" {
 			reason = ReasonFailed
 		}
-		s.retryOrFail(reason, obs.Message)
-		return reconcile.Result{}, nil
-	case trainjob.PhaseTimedOut:
-		msg := fmt.Sprintf("attempt %d timed out after %s: %s", len(run.Status.RetriesStatus)+1, d.Timeout, v.Message)
-		if v.Delete {
-			msg += "; it was deleted"
-		}
-		s.retryOrFail(ReasonTimedOut, msg)
-		return reconcile.Result{}, nil
+		s.retryOrFail(reason, st.Message)
 	}
-	obs := v.Observation
-	if v.TailPod != "" {
-		obs = r.tails.WithTail(ctx, r.tailer(), v)
-	}
-	msg, wait := s.runningMessage(obs.Message)
-	s.setUnknown(string(obs.Phase), msg)
-	return sooner(r.wakeAt(s, v.Wake, !v.Wake.IsZero()), wait), nil
+	r.noticed(s, st.Observation)
 }
 
-// stepJob is the attempt's TrainJob as the cache has it: by its name, or else by its identity
-// labels, for a job an earlier release made under another name (the controller upgraded while
-// the run ran; trainjob.FindByIdentity, an index read: no request). NotFound when neither.
-func (r *Reconciler) stepJob(ctx context.Context, namespace string, id trainjob.Identity) (*trainer.TrainJob, error) {
-	tj := &trainer.TrainJob{}
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: id.Name()}, tj)
-	if !apierrors.IsNotFound(err) {
-		return tj, err
+// permanent says a failure's reason is one no retry of the attempt mends.
+func permanent(reason string) bool {
+	switch reason {
+	case lifecycle.ReasonNameTaken, lifecycle.ReasonForbidden, lifecycle.ReasonTrainJobRefused,
+		lifecycle.ReasonPlanningForbidden, lifecycle.ReasonPlanningFailed:
+		return true
 	}
-	found, ferr := trainjob.FindByIdentity(ctx, r.client, namespace, id, true)
-	switch {
-	case ferr != nil:
-		return nil, ferr
-	case found != nil:
-		return found, nil
-	}
-	return nil, err
+	return false
 }
 
 // snapshot is the TrainJob with its pods and the Events about it, as the cache has them.
@@ -389,18 +355,14 @@ func (r *Reconciler) snapshot(ctx context.Context, tj *trainer.TrainJob) (trainj
 // carrying trainstep's labels; a TrainJob created before the controller labelled its pods (one
 // still running across an upgrade) has pods only the apiserver shows. Such a job is followed
 // through its TrainJob's conditions (its pods wake no reconcile, and its message may say 0 nodes
-// running), and read here once before the verdicts that depend on its pods. A job whose pods are
-// labelled never comes here with none but in the rare case where it has none at such a verdict.
+// running), and read here once before the verdicts that depend on its pods
+// (lifecycle.Cluster.PodsBeforeVerdict).
 func (r *Reconciler) unlabelledPods(ctx context.Context, tj *trainer.TrainJob) ([]corev1.Pod, error) {
 	pods := &corev1.PodList{}
 	if err := r.apiReader.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: tj.Name}); err != nil {
 		return nil, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
 	return pods.Items, nil
-}
-
-func (r *Reconciler) tailer() trainjob.Tailer {
-	return trainjob.Tailer{Logs: r.logs, Pods: r.apiReader}
 }
 
 // deadlines are the attempt's bounds, counted from its start.
@@ -428,99 +390,6 @@ func (r *Reconciler) wakeAt(s *state, at time.Time, set bool) reconcile.Result {
 		return reconcile.Result{}
 	}
 	return reconcile.Result{RequeueAfter: max(at.Sub(s.now), 0) + 10*time.Millisecond}
-}
-
-// missing handles the TrainJob this attempt recorded as created but the cache does not hold:
-// either this process's own create has not come through the TrainJob watch yet — its event
-// wakes the run, so nothing is read — or someone deleted it, which the apiserver confirms and
-// which fails the attempt.
-func (r *Reconciler) missing(ctx context.Context, s *state, name string, d trainjob.Deadlines) (reconcile.Result, error) {
-	run := s.run
-	key := client.ObjectKey{Namespace: run.Namespace, Name: name}
-	if at, ok := r.creating.since(key); ok {
-		if backstop := at.Add(createSeenWithin); s.now.Before(backstop) {
-			// Woken at the backstop too, in case the watch never shows the job (created and
-			// deleted while the informer was relisting).
-			next := backstop
-			if d.Timeout > 0 && d.Since.Add(d.Timeout).Before(next) {
-				next = d.Since.Add(d.Timeout)
-			}
-			return r.wakeAt(s, next, true), nil
-		}
-		r.creating.done(key)
-	}
-	err := r.apiReader.Get(ctx, key, &trainer.TrainJob{})
-	switch {
-	case err == nil:
-		// The cache lags (a restart, a relist); the watch brings the job.
-		return r.wakeAt(s, d.Since.Add(d.Timeout), d.Timeout > 0), nil
-	case !apierrors.IsNotFound(err):
-		return reconcile.Result{}, fmt.Errorf("reading TrainJob %s/%s: %w", run.Namespace, name, err)
-	}
-	s.event(corev1.EventTypeWarning, ReasonTrainJobDeleted, "Observe", fmt.Sprintf("TrainJob %s was deleted before it finished", name))
-	s.retryOrFail(ReasonTrainJobDeleted, fmt.Sprintf("TrainJob %s/%s was deleted before it finished", run.Namespace, name))
-	return reconcile.Result{}, nil
-}
-
-// ensureTrainJob creates the attempt's TrainJob. The cache said it is not there, so it is
-// created straight away (no read first); only when the apiserver has one of that name already
-// (a restarted controller whose cache lagged, a name taken by someone else) is it read, and
-// adopted when it carries this step's identity.
-func (r *Reconciler) ensureTrainJob(ctx context.Context, s *state, plan *trainjob.Plan, id trainjob.Identity) error {
-	run := s.run
-	obj, err := plan.Object(id)
-	if err != nil {
-		return fmt.Errorf("rendering the TrainJob: %w", err)
-	}
-	key := client.ObjectKeyFromObject(obj)
-	r.creating.add(key, s.now) // before the create: its watch event may come before Create returns
-	err = r.client.Create(ctx, obj)
-	created := err == nil
-	if apierrors.IsAlreadyExists(err) {
-		_, _, err = trainjob.Submit(ctx, submitClient{Reader: r.apiReader, Client: r.client}, obj, id)
-	}
-	if !created {
-		r.creating.done(key)
-	}
-	if err != nil {
-		if errors.Is(err, trainjob.ErrNameTaken) {
-			s.finish(corev1.ConditionFalse, ReasonNameTaken, err.Error())
-			return nil
-		}
-		// Say why now instead of "planning" until a timeout: the cause when retrying cannot help,
-		// that it is retrying and why when it can.
-		f := classifyCreate(err)
-		if f.permanent {
-			s.finish(corev1.ConditionFalse, f.reason, f.message)
-			return nil
-		}
-		s.setUnknown(f.reason, f.message)
-		return fmt.Errorf("submitting the TrainJob: %w", err)
-	}
-	s.extra.TrainJob = key.Name
-	if created {
-		// No Event: the status written next names the TrainJob, and an Event per step is a
-		// request per step; the log keeps the line.
-		ctrl.LoggerFrom(ctx).Info("created TrainJob", "trainJob", klog.KRef(key.Namespace, key.Name),
-			"runtime", plan.Runtime.Name, "nodes", plan.NumNodes(), "attempt", len(run.Status.RetriesStatus))
-	}
-	r.metrics.setPhase(client.ObjectKeyFromObject(run), trainjob.PhasePending)
-	msg := fmt.Sprintf("TrainJob %s is starting: 0/%d nodes running", key.Name, plan.NumNodes())
-	if a := len(run.Status.RetriesStatus); a > 0 {
-		msg += fmt.Sprintf(" (attempt %d of %d)", a+1, run.Spec.Retries+1)
-	}
-	s.setUnknown(string(trainjob.PhasePending), msg)
-	return nil
-}
-
-// submitClient reads from the apiserver and writes through the manager's client.
-type submitClient struct {
-	client.Reader
-	Client client.Client
-}
-
-func (c submitClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	return c.Client.Create(ctx, obj, opts...)
 }
 
 // retryOrFail archives the attempt and starts the next while retries are left, else fails.
@@ -552,61 +421,26 @@ func (s *state) retryOrFail(reason, msg string) {
 	s.event(corev1.EventTypeWarning, ReasonRetrying, "Retry", note)
 }
 
-// cancel deletes the TrainJob and ends the run with the reason Tekton matches.
-func (r *Reconciler) cancel(ctx context.Context, s *state) error {
+// cancel stops the run: the engine deletes its TrainJob, and the run ends with the reason
+// Tekton matches.
+func (r *Reconciler) cancel(ctx context.Context, s *state) (reconcile.Result, error) {
 	run := s.run
-	name := s.extra.TrainJob // the job this attempt recorded, whichever release named it
-	if name == "" {
-		name = identity(run).Name()
-	}
-	if err := r.deleteTrainJob(ctx, s, name, "the run was cancelled"); err != nil {
-		return err
+	st := r.engine.Look(ctx, lifecycle.Step{Namespace: run.Namespace, Identity: identity(run), Recorded: s.extra.TrainJob, Stop: true})
+	if st.Err != nil {
+		return reconcile.Result{}, st.Err
 	}
 	msg := run.Spec.StatusMessage
 	if msg == "" {
 		msg = "CustomRun cancelled (spec.status RunCancelled)"
 	}
-	if s.extra.TrainJob != "" {
-		msg += fmt.Sprintf("; TrainJob %s deleted", s.extra.TrainJob)
+	if st.Deleted {
+		if s.extra.TrainJob == st.Name {
+			s.event(corev1.EventTypeNormal, ReasonTrainJobDeletion, "Delete", fmt.Sprintf("deleted TrainJob %s: the run was cancelled", st.Name))
+		}
+		msg += fmt.Sprintf("; TrainJob %s deleted", st.Name)
 	}
 	s.finish(corev1.ConditionFalse, ReasonCancelled, msg)
-	return nil
-}
-
-func (r *Reconciler) timedOut(ctx context.Context, s *state, name string, timeout time.Duration, keep bool) error {
-	msg := fmt.Sprintf("attempt %d timed out after %s", len(s.run.Status.RetriesStatus)+1, timeout)
-	// The cache showed no TrainJob: ask the apiserver before saying what became of it, so a
-	// job deleted while the controller was away is not reported "kept" or "deleted".
-	err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: s.run.Namespace, Name: name}, &trainer.TrainJob{})
-	switch {
-	case apierrors.IsNotFound(err) && s.extra.TrainJob != "":
-		msg += fmt.Sprintf("; TrainJob %s no longer exists (it was deleted before the timeout passed)", name)
-	case apierrors.IsNotFound(err):
-		msg += "; no TrainJob was created"
-	case err != nil:
-		return fmt.Errorf("reading TrainJob %s/%s: %w", s.run.Namespace, name, err)
-	case keep:
-		msg += fmt.Sprintf("; TrainJob %s kept (keepOnTimeout)", name)
-	default:
-		if err := r.deleteTrainJob(ctx, s, name, "the attempt timed out"); err != nil {
-			return err
-		}
-		msg += fmt.Sprintf("; TrainJob %s deleted", name)
-	}
-	s.retryOrFail(ReasonTimedOut, msg)
-	return nil
-}
-
-// deleteTrainJob deletes the attempt's TrainJob (a gone one is not an error) and, when this run
-// made it, says why in an Event.
-func (r *Reconciler) deleteTrainJob(ctx context.Context, s *state, name, why string) error {
-	if err := trainjob.Delete(ctx, r.client, s.run.Namespace, name); err != nil {
-		return err
-	}
-	if s.extra.TrainJob == name {
-		s.event(corev1.EventTypeNormal, ReasonTrainJobDeletion, "Delete", fmt.Sprintf("deleted TrainJob %s: %s", name, why))
-	}
-	return nil
+	return reconcile.Result{}, nil
 }
 
 // identity is the CustomRun's step: the run's UID (stable across controller restarts), its name

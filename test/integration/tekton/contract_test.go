@@ -186,7 +186,7 @@ func TestTimeoutDeletesTheTrainJob(t *testing.T) {
 }
 
 // A TrainJob deleted while the controller was away, whose attempt timed out meanwhile, is not
-// reported "kept" (keepOnTimeout) or "deleted": the run says it no longer exists.
+// reported "kept" (keepOnTimeout) or "deleted" by trainstep: the run says someone deleted it.
 func TestTimeoutAfterTheTrainJobWasDeletedSaysSo(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
@@ -207,9 +207,9 @@ func TestTimeoutAfterTheTrainJobWasDeletedSaysSo(t *testing.T) {
 	// The controller comes back two hours later: the attempt's hour has passed.
 	later := clocktesting.NewFakePassiveClock(time.Now().Add(2 * time.Hour))
 	startController(t, ns, func(o *tekton.Options) { o.Clock = later })
-	run = waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, "CustomRunTimedOut"))
+	run = waitRun(t, ns, "train", succeeded(corev1.ConditionFalse, tekton.ReasonTrainJobDeleted))
 	msg := run.Status.Succeeded().Message
-	assert.Contains(t, msg, "TrainJob "+tj.Name+" no longer exists")
+	assert.Contains(t, msg, "TrainJob "+tj.Name+" was deleted before it finished")
 	assert.NotContains(t, msg, "kept")
 }
 

@@ -25,7 +25,7 @@ import (
 // them, so the moment with no Job ready lasts until the step has said so.
 func TestMultiKueueStartedStepOutlivesAWorkerPodRestart(t *testing.T) {
 	t.Parallel()
-	const startTimeout = time.Minute
+	const startTimeout = 30 * time.Second
 	ns := manager.Namespace(t)
 	q := manager.MultiKueueQueue(t, worker, ns, realstack.NodeGPUs)
 	run := manager.StartExecutor(t, bin, ns, fmt.Sprintf(`
@@ -82,10 +82,10 @@ startTimeout: %s
 // alone and never writes Suspended=False).
 func TestMultiKueueStepQueuedLongerThanItsStartTimeoutCompletes(t *testing.T) {
 	t.Parallel()
-	const startTimeout = time.Minute
+	const startTimeout = 30 * time.Second
 	ns := manager.Namespace(t)
 	q := manager.MultiKueueQueue(t, worker, ns, realstack.NodeGPUs)
-	blocker := manager.KueueBlocker(t, ns, q, realstack.NodeGPUs, 100, "")
+	blocker := manager.KueueBlocker(t, ns, q, realstack.NodeGPUs, 50, "")
 	r := manager.StartExecutor(t, bin, ns, fmt.Sprintf(`
 framework: torch
 queueName: %s

@@ -1,0 +1,194 @@
+// Package lifecycle is the one life of a training step, whichever face runs it. Given the step,
+// its identity and what the cluster shows now, the engine does the one next thing (plan and
+// submit, adopt, record the start, delete or keep at a deadline, finish with the outputs, stop)
+// and says where the step stands and when to look again. It makes every decision and every
+// write to the cluster; a face only translates: how the step arrives (flags and a file, Argo's
+// request, a CustomRun), how its status goes out (exit code and files, a node result, CustomRun
+// status), and when to look (a loop on a watch, a held call, a reconcile).
+//
+// The engine is level-triggered: a look depends only on the step and the cluster, never on an
+// earlier look, so a face may look as often as it likes, from any replica, after any restart.
+// Whatever a face must remember between looks is in Step (Recorded), and the face keeps it
+// where its engine keeps state (the Workflow's node outputs, the CustomRun's status, a
+// variable of the one process).
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/trainjob"
+)
+
+// Step is one attempt of a training step, as its face received it.
+type Step struct {
+	// Spec is the step, parsed; Namespace where its TrainJob lives.
+	Spec      *step.Spec
+	Namespace string
+	// Identity names the TrainJob of this attempt and tells it from anyone else's.
+	Identity trainjob.Identity
+	// Deadlines are the attempt's timeout and startTimeout, counted from Deadlines.Since.
+	Deadlines trainjob.Deadlines
+	// Recorded is the name of the TrainJob the face's record says this attempt created ("" when
+	// none): a recorded job that the apiserver no longer has was deleted by someone, and the step
+	// fails instead of training again from zero.
+	Recorded string
+	// Stop asks the engine to end the step (a cancel, an interrupt, a stopped workflow): its
+	// TrainJob is deleted, unless KeepOnStop.
+	Stop       bool
+	KeepOnStop bool
+}
+
+// Cluster is a face's view of the cluster.
+type Cluster struct {
+	// Cache is where the face reads TrainJobs (its informer cache, or a watch's store behind a
+	// client.Reader), by name and, when Indexed, by trainstep's identity index.
+	Cache   client.Reader
+	Indexed bool
+	// Shared says Cache hands out its own objects when asked (client.UnsafeDisableDeepCopy): the
+	// engine only reads them, and a face answering many calls a second copies none.
+	Shared bool
+	// API is the apiserver itself, asked what a lagging cache cannot answer: whether a recorded
+	// job is really gone, whether a name is taken.
+	API client.Reader
+	// Writer creates, patches and deletes.
+	Writer client.Client
+	// Snapshot reads a TrainJob's pods, Events and Kueue Workload from the face's caches.
+	Snapshot func(ctx context.Context, tj *trainer.TrainJob) (trainjob.Snapshot, error)
+	// PodsBeforeVerdict, when set, lists a TrainJob's pods from the apiserver when the snapshot
+	// has none and the verdict would rest on them (a return value, a startTimeout): a face whose
+	// pod cache holds only pods it labelled (Tekton's) may not see an older job's.
+	PodsBeforeVerdict func(ctx context.Context, tj *trainer.TrainJob) ([]corev1.Pod, error)
+	// Logs reads the log tail of a failed pod.
+	Logs trainjob.LogSource
+	// Creates, when set, remembers this process's creates until the cache shows them (the
+	// face's TrainJob informer calls Creates.Seen), so a look in between reads nothing.
+	Creates *Creates
+}
+
+// Engine runs steps. It holds no state of any one step: Tails is a memory of log tails already
+// read (a failed pod's log does not change), shared by every step of the face.
+type Engine struct {
+	Cluster
+	Planner *trainjob.Planner
+	Tails   *trainjob.Tails
+	Clock   clock.PassiveClock
+	// Warn is told of a write that failed and that the next look tries again (recording the
+	// start): the step carries on.
+	Warn func(ctx context.Context, msg string, err error)
+	// RBAC names where the face's rules are, for a refusal's fix (manifests/tekton/rbac.yaml).
+	RBAC string
+	// marks are the starts this engine recorded that the cache does not show yet, so a look in
+	// between does not record them again.
+	marks marks
+}
+
+// Status is where a step stands after a look.
+type Status struct {
+	// Observation is the step as the user sees it: phase, reason, message (with the failing
+	// pod's log tail), and every output. Name is the TrainJob's once there is one.
+	trainjob.Observation
+	// Created says this look created the TrainJob.
+	Created bool
+	// Invalid, when set, says the step itself is wrong (a step.IsInvalid error naming the field
+	// and the fix, or the TrainJob it renders): nothing was created and no retry helps.
+	Invalid error
+	// Stopped says the step was stopped (Step.Stop); Deleted that its TrainJob was deleted (at a
+	// deadline, on a stop), Kept that it was left in place past its timeout.
+	Stopped, Deleted, Kept bool
+	// Trouble says the message names why a job that is not running is not: news for the user now.
+	Trouble bool
+	// Wake is when to look again though nothing changes (the next deadline); zero is never.
+	Wake time.Time
+	// Err is trouble that may pass (the apiserver unreachable, a write refused for now): the
+	// face looks again later; Observation says what is known.
+	Err error
+}
+
+// Done says the step has ended: the face reports it and never looks again.
+func (s Status) Done() bool {
+	return s.Err == nil && (s.Invalid != nil || s.Stopped || s.Phase.Terminal())
+}
+
+// Look does the one next thing for the step and says where it stands.
+func (e *Engine) Look(ctx context.Context, s Step) Status {
+	tj, err := e.job(ctx, s)
+	if err != nil {
+		return Status{Err: err, Observation: trainjob.Observation{Namespace: s.Namespace, Name: s.Recorded}}
+	}
+	if s.Stop {
+		return e.stop(ctx, s, tj)
+	}
+	if tj == nil {
+		return e.absent(ctx, s)
+	}
+	if !s.Identity.Owns(tj.Labels) {
+		return failed(s, tj.Name, ReasonNameTaken, fmt.Sprintf("%v: %s/%s", trainjob.ErrNameTaken, tj.Namespace, tj.Name))
+	}
+	return e.follow(ctx, s, tj)
+}
+
+// job is the attempt's TrainJob as the face's cache has it: by its name, or else by its
+// identity labels (a job an earlier release made under another name). Nil when neither.
+func (e *Engine) job(ctx context.Context, s Step) (*trainer.TrainJob, error) {
+	tj := &trainer.TrainJob{}
+	var opts []client.GetOption
+	if e.Shared {
+		opts = append(opts, client.UnsafeDisableDeepCopy)
+	}
+	err := e.Cache.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Identity.Name()}, tj, opts...)
+	switch {
+	case err == nil:
+		return tj, nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading TrainJob %s/%s: %w", s.Namespace, s.Identity.Name(), err)
+	}
+	found, err := trainjob.FindByIdentity(ctx, e.Cache, s.Namespace, s.Identity, e.Indexed)
+	if err != nil {
+		return nil, err
+	}
+	return found, nil
+}
+
+func (e *Engine) now() time.Time {
+	if e.Clock == nil {
+		return time.Now()
+	}
+	return e.Clock.Now()
+}
+
+// failed is a step that ended on a cause of its own (not the TrainJob's conditions).
+func failed(s Step, name, reason, msg string) Status {
+	return Status{Observation: trainjob.Observation{Namespace: s.Namespace, Name: name,
+		Phase: trainjob.PhaseFailed, Reason: reason, Message: msg}}
+}
+
+// stop ends a stopped step: its TrainJob is deleted unless the step keeps it.
+func (e *Engine) stop(ctx context.Context, s Step, tj *trainer.TrainJob) Status {
+	st := Status{Stopped: true, Observation: trainjob.Observation{Namespace: s.Namespace, Name: s.Recorded}}
+	if tj != nil {
+		st.Name = tj.Name
+	}
+	if st.Name == "" || s.KeepOnStop {
+		return st
+	}
+	if err := trainjob.Delete(ctx, e.Writer, s.Namespace, st.Name); err != nil {
+		st.Err = err
+		return st
+	}
+	st.Deleted = true
+	return st
+}
+
+// ErrCacheLags says the TrainJob this step created is not in the face's cache yet: its watch
+// brings it, and the face looks again then.
+var ErrCacheLags = errors.New("the TrainJob this step created is not in the cache yet")

@@ -1,0 +1,112 @@
+package lifecycle
+
+import (
+	"context"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+)
+
+// follow is the look at a step whose TrainJob exists: the core's verdict on what the caches
+// show, carried out (the start recorded, the job deleted or kept at a deadline, the failing
+// pod's log read).
+func (e *Engine) follow(ctx context.Context, s Step, tj *trainer.TrainJob) Status {
+	v, err := e.decide(ctx, s, tj)
+	if err != nil {
+		return Status{Err: err, Observation: trainjob.Observation{Namespace: tj.Namespace, Name: tj.Name}}
+	}
+	e.markStarted(ctx, tj, v)
+	if v.Phase.Terminal() {
+		return e.conclude(ctx, v)
+	}
+	obs := v.Observation
+	if v.TailPod != "" {
+		// A node its Job retries: say why now, with its log (read once per failed pod).
+		obs = e.tails().WithTail(ctx, e.tailer(), v)
+	}
+	return Status{Observation: obs, Trouble: v.Trouble, Wake: v.Wake}
+}
+
+// decide is the core's verdict on the TrainJob as the caches show it; before a verdict that rests
+// on the pods (a return value, a startTimeout) a face whose cache may miss an older job's pods
+// reads them from the apiserver.
+func (e *Engine) decide(ctx context.Context, s Step, tj *trainer.TrainJob) (trainjob.Verdict, error) {
+	snap, err := e.Snapshot(ctx, tj)
+	if err != nil {
+		return trainjob.Verdict{}, err
+	}
+	snap.Now = e.now()
+	v := trainjob.Decide(snap, s.Deadlines)
+	if e.PodsBeforeVerdict != nil && len(snap.Pods) == 0 && (v.Phase == trainjob.PhaseSucceeded || v.Reason == trainjob.ReasonStartTimeout) {
+		pods, err := e.PodsBeforeVerdict(ctx, tj)
+		if err != nil {
+			return trainjob.Verdict{}, err
+		}
+		if len(pods) > 0 {
+			snap.Pods = pods
+			v = trainjob.Decide(snap, s.Deadlines)
+		}
+	}
+	return v, nil
+}
+
+// conclude carries out a terminal verdict: the failing pod's log tail, read while the pods are
+// still there, then the delete or keep a deadline asks for. A write that fails is Err: the face
+// looks again, and the next look decides the same.
+func (e *Engine) conclude(ctx context.Context, v trainjob.Verdict) Status {
+	obs := e.tailer().WithTail(ctx, v)
+	st := Status{Observation: obs}
+	switch {
+	case v.Keep:
+		v.Observation = obs
+		kept, err := trainjob.ConcludeKeep(ctx, e.Writer, v)
+		st.Observation, st.Err, st.Kept = kept, err, err == nil
+	case v.Delete:
+		if err := trainjob.Delete(ctx, e.Writer, obs.Namespace, obs.Name); err != nil {
+			st.Err = err
+			st.Message += "; deleting it failed and is retried: " + err.Error()
+			return st
+		}
+		st.Deleted = true
+		if obs.Phase == trainjob.PhaseTimedOut {
+			st.Message += "; it was deleted"
+		}
+	}
+	return st
+}
+
+// markStarted records on the TrainJob that it started, so startTimeout never applies again,
+// whichever process looks next; once, until the cache shows it. A failure is tried again at the
+// next look.
+func (e *Engine) markStarted(ctx context.Context, tj *trainer.TrainJob, v trainjob.Verdict) {
+	key := client.ObjectKeyFromObject(tj)
+	if v.MarkStarted.IsZero() {
+		if !trainjob.StartedAt(tj).IsZero() {
+			e.marks.done(key)
+		}
+		return
+	}
+	if e.marks.has(key) {
+		return
+	}
+	if err := trainjob.MarkStarted(ctx, e.Writer, tj.Namespace, tj.Name, v.MarkStarted); err != nil {
+		if e.Warn != nil {
+			e.Warn(ctx, "recording that a TrainJob started failed; tried again at the next look", err)
+		}
+		return
+	}
+	e.marks.add(key)
+}
+
+func (e *Engine) tailer() trainjob.Tailer {
+	return trainjob.Tailer{Logs: e.Logs, Pods: e.API}
+}
+
+func (e *Engine) tails() *trainjob.Tails {
+	if e.Tails == nil {
+		return trainjob.NewTails() // a face that looks once per change needs no memory
+	}
+	return e.Tails
+}
