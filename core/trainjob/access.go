@@ -2,6 +2,7 @@ package trainjob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -9,6 +10,9 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// ErrForbidden means the caller may not do or read what running a step needs.
+var ErrForbidden = errors.New("forbidden")
 
 // Need is one permission a step that follows its own TrainJob cannot do without.
 type Need struct {

@@ -279,7 +279,8 @@ func (w *Workload) describe(tj *trainer.TrainJob) string {
 }
 
 // WorkloadMatters says whether a TrainJob's Workload can change what its step decides or says,
-// so a face reads (and caches) Workloads only then: a queued job not yet recorded started, or
+// so a face starts reading (and caching) Workloads only then (once it caches them, it reads them
+// for every queued job: a finished step reports Kueue's counts): a queued job not yet recorded started, or
 // suspended again (preempted, deactivated), and a MultiKueue job, whose Workload alone tells
 // when it was admitted and on which worker it runs. A started local job's Workload says nothing
 // its pods do not.
@@ -290,12 +291,12 @@ func WorkloadMatters(tj *trainer.TrainJob) bool {
 	return Remote(tj) || StartedAt(tj).IsZero() || ptr.Deref(tj.Spec.Suspend, false)
 }
 
-// FindWorkload reads the Workload of a queued TrainJob from r (one LIST by Kueue's job-uid
-// label), for a face that reads per look rather than by a watch. Nil, nil when its Workload
-// does not matter (WorkloadMatters) or Kueue has not made one yet. An error (no Kueue CRDs, no
-// right to read Workloads) is for the face to log: the step then follows the TrainJob alone.
+// FindWorkload reads the Workload of a queued TrainJob from r (a LIST by Kueue's job-uid label:
+// from a face's cache, or one request to the apiserver). Nil, nil when the TrainJob is not
+// queued or Kueue has not made one yet. An error (no Kueue CRDs, no right to read Workloads) is
+// for the face to log: the step then follows the TrainJob alone.
 func FindWorkload(ctx context.Context, r client.Reader, tj *trainer.TrainJob) (*Workload, error) {
-	if !WorkloadMatters(tj) || tj.UID == "" {
+	if !Queued(tj) || tj.UID == "" {
 		return nil, nil
 	}
 	l := NewWorkloadList()

@@ -8,19 +8,17 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"time"
 
 	"github.com/google/uuid"
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/core/lifecycle"
 	"github.com/trainstep/trainstep/core/local"
 	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/step"
@@ -135,30 +133,6 @@ func (o *runOptions) run(ctx context.Context) int {
 		return o.fail(err)
 	}
 	ns := o.ns()
-	plan, err := (&trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c},
-		Detector: &trainjob.APIDetector{Reader: c}}).Plan(ctx, spec, ns)
-	if err != nil {
-		return o.fail(err)
-	}
-	id := o.identity()
-	tj, err := plan.Object(id)
-	if err != nil {
-		return o.fail(err)
-	}
-	o.warn(plan)
-	if err := trainjob.CheckAccess(ctx, c, ns, trainjob.FollowNeeds()); err != nil {
-		return o.fail(err)
-	}
-	created, isNew, err := o.submit(ctx, c, tj, id)
-	if err != nil {
-		return o.fail(err)
-	}
-	verb := "found existing"
-	if isNew {
-		verb = "created"
-	}
-	o.say("%s TrainJob %s/%s (runtime %s, %s)", verb, created.Namespace, created.Name, plan.Runtime.Name, plan.Trainer.Kind())
-
 	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return o.fail(fmt.Errorf("connecting to the cluster: %w", err))
@@ -167,95 +141,95 @@ func (o *runOptions) run(ctx context.Context) int {
 	if logs == nil {
 		logs = trainjob.KubeletLogs{Client: kube}
 	}
+	runner := &lifecycle.Runner{Client: c, Logs: logs, RBAC: "the Role the README lists for the step's ServiceAccount",
+		Planner: &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}, Detector: &trainjob.APIDetector{Reader: c}}}
+	s := lifecycle.Step{Spec: spec, Namespace: ns, Identity: o.identity(), Deadlines: deadlines(spec), KeepOnStop: o.keepOnStop}
+	// Bad input and missing rights are said before anything is created.
+	plan, err := runner.Check(ctx, s)
+	if err != nil {
+		return o.fail(err)
+	}
+	o.warn(plan)
+	if err := trainjob.CheckAccess(ctx, c, ns, trainjob.FollowNeeds()); err != nil {
+		return o.fail(err)
+	}
+	return o.follow(ctx, runner, s, plan, logs)
+}
+
+// follow runs the step with the core's lifecycle, showing it on the way, and maps its end to
+// the exit code.
+func (o *runOptions) follow(ctx context.Context, runner *lifecycle.Runner, s lifecycle.Step, plan *trainjob.Plan, logs trainjob.LogSource) int {
 	follower, _ := logs.(trainjob.LogFollower)
-	var timeout, startTimeout time.Duration
-	if spec.Timeout != nil {
-		timeout = spec.Timeout.Duration
-	}
-	if spec.StartTimeout != nil {
-		startTimeout = spec.StartTimeout.Duration
-	}
-	streaming := false
+	streaming, announced := false, false
 	o.view = newProgressView(o.stderr)
-	waiter := &trainjob.Waiter{Client: c, Logs: logs}
-	obs, err := waiter.Wait(ctx, created.Namespace, created.Name, trainjob.WaitOptions{
-		Timeout:       timeout,
-		StartTimeout:  startTimeout,
-		KeepOnTimeout: spec.KeepOnTimeout,
-		Since:         created.CreationTimestamp.Time,
-		OnChange: func(obs trainjob.Observation) {
-			o.view.update(obs)
-			if !streaming && !o.noLogs && follower != nil && obs.Node0Pod != "" {
+	announce := func(st lifecycle.Status) {
+		if !announced && st.Name != "" {
+			announced = true
+			verb := "found existing"
+			if st.Created {
+				verb = "created"
+			}
+			o.say("%s TrainJob %s/%s (runtime %s, %s)", verb, s.Namespace, st.Name, plan.Runtime.Name, plan.Trainer.Kind())
+		}
+	}
+	st, err := runner.Run(ctx, s, lifecycle.RunOptions{
+		OnChange: func(st lifecycle.Status) {
+			announce(st)
+			o.view.update(st.Observation)
+			if !streaming && !o.noLogs && follower != nil && st.Node0Pod != "" {
 				streaming = true
-				go o.follow(ctx, follower, obs.Namespace, obs.Node0Pod)
+				go o.streamLog(ctx, follower, st.Namespace, st.Node0Pod)
 			}
 		},
 		OnWarning: func(err error) { o.say("warning: %v; tried again at the next change", err) },
 	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return o.interrupted(c, created.Namespace, created.Name)
-		}
-		if !errors.Is(err, trainjob.ErrDeleted) {
-			o.abandon(c, created.Namespace, created.Name, err)
+	announce(st) // a job found finished is followed by no change
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return o.interrupted(st)
+	case err != nil:
+		if st.Deleted {
+			o.say("deleted TrainJob %s/%s: the step cannot follow it, so nothing is left running", s.Namespace, st.Name)
 		}
 		return o.fail(err)
+	case st.Invalid != nil:
+		return o.fail(st.Invalid)
 	}
-	return o.finish(obs)
+	return o.finish(st.Observation)
 }
 
-// submit creates the step's TrainJob, or finds the one it already has. A step of a pipeline
-// (--owner-uid) first looks for its job by its identity labels (one LIST): a job started by an
-// earlier release has another name, and creating would start a second one. A one-off run has a
-// fresh owner and cannot have one, so it only creates.
-func (o *runOptions) submit(ctx context.Context, c client.Client, tj client.Object, id trainjob.Identity) (*trainer.TrainJob, bool, error) {
-	if o.ownerUID != "" {
-		found, err := trainjob.FindByIdentity(ctx, c, tj.GetNamespace(), id, false)
-		if err != nil {
-			return nil, false, err
-		}
-		if found != nil {
-			return found, false, nil
-		}
+// deadlines are the step's timeout and startTimeout, counted from its TrainJob's creation.
+func deadlines(spec *step.Spec) trainjob.Deadlines {
+	d := trainjob.Deadlines{KeepOnTimeout: spec.KeepOnTimeout}
+	if spec.Timeout != nil {
+		d.Timeout = spec.Timeout.Duration
 	}
-	return trainjob.Submit(ctx, c, tj, id)
+	if spec.StartTimeout != nil {
+		d.StartTimeout = spec.StartTimeout.Duration
+	}
+	return d
 }
 
-func (o *runOptions) follow(ctx context.Context, f trainjob.LogFollower, ns, pod string) {
+func (o *runOptions) streamLog(ctx context.Context, f trainjob.LogFollower, ns, pod string) {
 	if err := f.Follow(ctx, ns, pod, trainjob.NodeContainer, o.view.logs(o.stdout)); err != nil && ctx.Err() == nil {
 		o.say("not streaming the node-0 log: %v", err)
 	}
 }
 
-// interrupted stops the training when the step is stopped (an Argo stop, a Tekton cancel, Ctrl-C),
-// so no TrainJob is orphaned.
-func (o *runOptions) interrupted(c client.Writer, ns, name string) int {
-	if o.keepOnStop {
-		o.say("interrupted; TrainJob %s/%s keeps running (--keep-on-interrupt)", ns, name)
-		return ExitInterrupts
+// interrupted reports a step stopped from outside (an Argo stop, a Tekton cancel, Ctrl-C): the
+// core deleted its TrainJob, unless --keep-on-interrupt, so none is orphaned.
+func (o *runOptions) interrupted(st lifecycle.Status) int {
+	switch {
+	case st.Name == "":
+		o.say("interrupted before a TrainJob was created")
+	case st.Err != nil:
+		o.say("interrupted, and stopping TrainJob %s/%s failed: %v", st.Namespace, st.Name, st.Err)
+	case st.Deleted:
+		o.say("interrupted; deleted TrainJob %s/%s", st.Namespace, st.Name)
+	default:
+		o.say("interrupted; TrainJob %s/%s keeps running (--keep-on-interrupt)", st.Namespace, st.Name)
 	}
-	// The step's context is gone; give the delete a short one of its own.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 10*time.Second)
-	defer cancel()
-	if err := trainjob.Delete(ctx, c, ns, name); err != nil {
-		o.say("interrupted, and %v", err)
-		return ExitInterrupts
-	}
-	o.say("interrupted; deleted TrainJob %s/%s", ns, name)
 	return ExitInterrupts
-}
-
-// abandon deletes the TrainJob of a step that can no longer follow it (a 403 the access check
-// could not foresee, an apiserver that stopped answering): the step is about to end, and a
-// training no step follows would run on unseen, and a retry of the step would start another.
-func (o *runOptions) abandon(c client.Writer, ns, name string, why error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 10*time.Second)
-	defer cancel()
-	if err := trainjob.Delete(ctx, c, ns, name); err != nil {
-		o.say("the step cannot follow TrainJob %s/%s (%v), and %v: delete it yourself (kubectl delete trainjob -n %s %s)", ns, name, why, err, ns, name)
-		return
-	}
-	o.say("deleted TrainJob %s/%s: the step cannot follow it, so nothing is left running", ns, name)
 }
 
 func (o *runOptions) identity() trainjob.Identity {

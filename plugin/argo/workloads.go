@@ -67,10 +67,16 @@ func (w *workloads) run(ctx context.Context) {
 // informer and waits up to firstWait for its list; later looks never wait, so a list that keeps
 // failing (and is retried) does not hold up every call.
 func (w *workloads) of(ctx context.Context, tj *trainer.TrainJob) *trainjob.Workload {
-	if !trainjob.WorkloadMatters(tj) || tj.UID == "" || w.off.Load() {
+	if !trainjob.Queued(tj) || tj.UID == "" || w.off.Load() {
 		return nil
 	}
-	inf, fresh := w.started()
+	// Started only for a look its Workload can change; once running, read for every queued job:
+	// the counts a finished step reports (preemptions, evictions) are Kueue's, and the cache
+	// answers without a request.
+	inf, fresh := w.cur.Load(), false
+	if inf == nil && trainjob.WorkloadMatters(tj) {
+		inf, fresh = w.started()
+	}
 	if inf == nil || !w.listed(ctx, inf, fresh) {
 		return nil
 	}

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/lifecycle"
+	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
@@ -52,7 +54,7 @@ func BenchmarkNotice(b *testing.B) {
 				settled(b, tj)
 				var follow func() (time.Time, error)
 				if impl == 0 {
-					follow = waitFollower(b, ns, tj.Name)
+					follow = waitFollower(b, ns, p.Spec, id)
 				} else {
 					follow = bareFollower(b, ns, tj.Name)
 				}
@@ -115,15 +117,16 @@ func settled(b *testing.B, tj *trainer.TrainJob) {
 	}, testenv.Timeout, time.Millisecond, "the simulator must make the pods of %s", tj.Name)
 }
 
-// waitFollower starts trainstep's Waiter on the TrainJob and returns once it follows it (its
-// first observation); the function returned gives when the wait returned.
-func waitFollower(b *testing.B, ns, name string) func() (time.Time, error) {
+// waitFollower runs the step of identity id with the core's lifecycle, as `executor run` does,
+// and returns once it follows its TrainJob (its first status); the function returned gives when
+// the run returned.
+func waitFollower(b *testing.B, ns string, spec *step.Spec, id trainjob.Identity) func() (time.Time, error) {
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	var at time.Time
 	go func() {
 		var once bool
-		_, err := waiter().Wait(b.Context(), ns, name, trainjob.WaitOptions{OnChange: func(trainjob.Observation) {
+		_, err := runner().Run(b.Context(), lifecycle.Step{Spec: spec, Namespace: ns, Identity: id}, lifecycle.RunOptions{OnChange: func(lifecycle.Status) {
 			if !once {
 				once = true
 				close(ready)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/lifecycle"
 	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainers"
@@ -47,7 +48,10 @@ func submit(t *testing.T, ns, y string) (*trainjob.Plan, *trainer.TrainJob) {
 	return p, tj
 }
 
-func waiter() *trainjob.Waiter { return &trainjob.Waiter{Client: wc, Logs: sim.Logs} }
+// runner runs a step with the core's lifecycle, as `executor run` does.
+func runner() *lifecycle.Runner {
+	return &lifecycle.Runner{Client: wc, Logs: sim.Logs, Planner: planner()}
+}
 
 func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
 

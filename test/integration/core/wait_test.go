@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/lifecycle"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 	"github.com/trainstep/trainstep/test/internal/trainersim"
@@ -65,14 +66,21 @@ func (r *recorder) awaitPhase(t *testing.T, want trainjob.Phase) {
 
 type waitResult struct {
 	obs trainjob.Observation
+	st  lifecycle.Status
 	err error
 }
 
-func startWait(t *testing.T, ns, name string, opts trainjob.WaitOptions) <-chan waitResult {
+// startRun runs the step y (whose TrainJob submit made) with the core's lifecycle until it ends.
+func startRun(t *testing.T, ns, y string, d trainjob.Deadlines, onChange func(trainjob.Observation)) <-chan waitResult {
 	done := make(chan waitResult, 1)
+	s := lifecycle.Step{Spec: parse(t, y), Namespace: ns, Identity: identity(t, "train"), Deadlines: d}
 	go func() {
-		obs, err := waiter().Wait(t.Context(), ns, name, opts)
-		done <- waitResult{obs, err}
+		st, err := runner().Run(t.Context(), s, lifecycle.RunOptions{OnChange: func(st lifecycle.Status) {
+			if onChange != nil {
+				onChange(st.Observation)
+			}
+		}})
+		done <- waitResult{st.Observation, st, err}
 	}()
 	return done
 }
@@ -91,18 +99,19 @@ func result(t *testing.T, done <-chan waitResult) waitResult {
 // The trainer command really runs (local backend, two nodes); the wait sees it complete.
 func TestCompleteWithRealTrainerCommand(t *testing.T) {
 	ns := env.Namespace(t)
-	_, tj := submit(t, ns, `
+	y := `
 framework: xgboost
 trainer:
   numNodes: 2
-  funcArgs: {greeting: "hello $USER `+"`x`"+`"}
+  funcArgs: {greeting: "hello $USER ` + "`x`" + `"}
   func: |
     def train(greeting):
         import os
         print(greeting, "from", os.environ["DMLC_TASK_ID"], "of", os.environ["DMLC_NUM_WORKER"])
-`)
+`
+	_, tj := submit(t, ns, y)
 	rec := newRecorder()
-	r := result(t, startWait(t, ns, tj.Name, trainjob.WaitOptions{OnChange: rec.on}))
+	r := result(t, startRun(t, ns, y, trainjob.Deadlines{}, rec.on))
 	require.NoError(t, r.err)
 	assert.Equal(t, trainjob.PhaseSucceeded, r.obs.Phase)
 	assert.Equal(t, "AllJobsCompleted", r.obs.Reason)
@@ -120,15 +129,16 @@ trainer:
 
 func TestFailureCarriesTheLogTail(t *testing.T) {
 	ns := env.Namespace(t)
-	_, tj := submit(t, ns, `
+	y := `
 framework: jax
 trainer:
   func: |
     def train():
         print("loading data")
         raise ValueError("loss is NaN at step 17")
-`)
-	r := result(t, startWait(t, ns, tj.Name, trainjob.WaitOptions{}))
+`
+	_, tj := submit(t, ns, y)
+	r := result(t, startRun(t, ns, y, trainjob.Deadlines{}, nil))
 	require.NoError(t, r.err)
 	assert.Equal(t, trainjob.PhaseFailed, r.obs.Phase)
 	assert.Equal(t, "FailedJobs", r.obs.Reason)
@@ -142,10 +152,11 @@ trainer:
 // then Complete.
 func TestSuspendedThenResumedThenComplete(t *testing.T) {
 	ns := env.Namespace(t)
-	_, tj := submit(t, ns, "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: "+pyFunc+", numNodes: 2}")
+	y := "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: " + pyFunc + ", numNodes: 2}"
+	_, tj := submit(t, ns, y)
 	setSuspend(t, tj, true)
 	rec := newRecorder()
-	done := startWait(t, ns, tj.Name, trainjob.WaitOptions{OnChange: rec.on})
+	done := startRun(t, ns, y, trainjob.Deadlines{}, rec.on)
 	rec.awaitPhase(t, trainjob.PhaseSuspended)
 	setSuspend(t, tj, false)
 	rec.awaitPhase(t, trainjob.PhaseRunning)
@@ -177,8 +188,8 @@ func setSuspend(t *testing.T, tj *trainer.TrainJob, v bool) {
 
 func TestTimeoutDeletesTheTrainJob(t *testing.T) {
 	ns := env.Namespace(t)
-	_, tj := submit(t, ns, "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: "+pyFunc+"}")
-	r := result(t, startWait(t, ns, tj.Name, trainjob.WaitOptions{Timeout: 2 * time.Second}))
+	_, tj := submit(t, ns, holdStep)
+	r := result(t, startRun(t, ns, holdStep, trainjob.Deadlines{Timeout: 2 * time.Second}, nil))
 	require.NoError(t, r.err)
 	assert.Equal(t, trainjob.PhaseTimedOut, r.obs.Phase)
 	assert.Contains(t, r.obs.Message, "did not finish within 2s; it was deleted")
@@ -188,8 +199,8 @@ func TestTimeoutDeletesTheTrainJob(t *testing.T) {
 
 func TestTimeoutCanKeepTheTrainJob(t *testing.T) {
 	ns := env.Namespace(t)
-	_, tj := submit(t, ns, "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: "+pyFunc+"}")
-	r := result(t, startWait(t, ns, tj.Name, trainjob.WaitOptions{Timeout: time.Second, KeepOnTimeout: true}))
+	_, tj := submit(t, ns, holdStep)
+	r := result(t, startRun(t, ns, holdStep, trainjob.Deadlines{Timeout: time.Second, KeepOnTimeout: true}, nil))
 	require.NoError(t, r.err)
 	assert.Equal(t, trainjob.PhaseTimedOut, r.obs.Phase)
 	require.NoError(t, env.Client.Get(t.Context(), client.ObjectKeyFromObject(tj), &trainer.TrainJob{}))
@@ -197,25 +208,32 @@ func TestTimeoutCanKeepTheTrainJob(t *testing.T) {
 
 func TestTrainJobDeletedUnderneath(t *testing.T) {
 	ns := env.Namespace(t)
-	_, tj := submit(t, ns, "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: "+pyFunc+"}")
+	_, tj := submit(t, ns, holdStep)
 	rec := newRecorder()
-	done := startWait(t, ns, tj.Name, trainjob.WaitOptions{OnChange: rec.on})
+	done := startRun(t, ns, holdStep, trainjob.Deadlines{}, rec.on)
 	rec.awaitPhase(t, trainjob.PhaseRunning)
-	require.NoError(t, trainjob.Delete(t.Context(), env.Client, ns, tj.Name))
+	require.NoError(t, env.Client.Delete(t.Context(), tj))
 	r := result(t, done)
-	assert.ErrorIs(t, r.err, trainjob.ErrDeleted)
+	require.NoError(t, r.err)
+	assert.Equal(t, trainjob.PhaseFailed, r.obs.Phase)
+	assert.Equal(t, lifecycle.ReasonTrainJobDeleted, r.obs.Reason)
+	assert.Contains(t, r.obs.Message, "TrainJob "+tj.Name+" was deleted before it finished")
 }
+
+// holdStep is a step whose TrainJob the simulator keeps running until told otherwise.
+const holdStep = "framework: torch\nlabels: {sim-mode: hold}\ntrainer: {func: " + pyFunc + "}"
 
 // The Trainer reports a JobSet it cannot create only as an Event; the wait shows it.
 func TestResourceCreationFailureEventIsReported(t *testing.T) {
 	ns := env.Namespace(t)
-	_, tj := submit(t, ns, "framework: jax\nlabels: {sim-mode: no-resources}\ntrainer: {func: \"def f(): pass\"}")
+	y := "framework: jax\nlabels: {sim-mode: no-resources}\ntrainer: {func: \"def f(): pass\"}"
+	_, tj := submit(t, ns, y)
 	got := make(chan trainjob.Observation, 16)
-	done := startWait(t, ns, tj.Name, trainjob.WaitOptions{OnChange: func(o trainjob.Observation) {
+	done := startRun(t, ns, y, trainjob.Deadlines{}, func(o trainjob.Observation) {
 		if o.Reason == trainjob.ReasonResourcesCreationFailed {
 			got <- o
 		}
-	}})
+	})
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: tj.Name + "-", Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{Kind: "TrainJob", APIVersion: trainer.GroupVersion.String(), Name: tj.Name, Namespace: ns, UID: tj.UID},
@@ -229,6 +247,6 @@ func TestResourceCreationFailureEventIsReported(t *testing.T) {
 	case <-time.After(testenv.Timeout):
 		t.Fatal("the wait never reported the event")
 	}
-	require.NoError(t, trainjob.Delete(t.Context(), env.Client, ns, tj.Name))
-	assert.ErrorIs(t, result(t, done).err, trainjob.ErrDeleted)
+	require.NoError(t, env.Client.Delete(t.Context(), tj))
+	assert.Equal(t, lifecycle.ReasonTrainJobDeleted, result(t, done).obs.Reason)
 }

@@ -1,4 +1,4 @@
-package trainjob
+package lifecycle
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
 )
 
 // workloadWatch follows the Kueue Workload of a queued TrainJob (selected by the job-uid label
@@ -25,10 +28,10 @@ type workloadWatch struct {
 
 // watchWorkload starts the watch of tj's Workload; changes poke changed. onWarning is told once
 // why the Workload cannot be read.
-func (w *Waiter) watchWorkload(ctx context.Context, tj *trainer.TrainJob, changed chan struct{}, onWarning func(error)) *workloadWatch {
+func watchWorkload(ctx context.Context, c client.WithWatch, tj *trainer.TrainJob, changed chan struct{}, onWarning func(error)) *workloadWatch {
 	ctx, cancel := context.WithCancel(ctx)
-	inf := cache.NewSharedIndexInformer(listWatch(w.Client, NewWorkloadList(), tj.Namespace, func(o *metav1.ListOptions) {
-		o.LabelSelector = labels.Set{LabelKueueJobUID: string(tj.UID)}.String()
+	inf := cache.NewSharedIndexInformer(listWatch(c, trainjob.NewWorkloadList(), tj.Namespace, func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.Set{trainjob.LabelKueueJobUID: string(tj.UID)}.String()
 	}), &unstructured.Unstructured{}, 0, cache.Indexers{})
 	poked := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { poke(changed) },
@@ -56,11 +59,11 @@ func (w *Waiter) watchWorkload(ctx context.Context, tj *trainer.TrainJob, change
 }
 
 // workload is tj's Workload as the watch has it; nil before the watch syncs or without one.
-func (ww *workloadWatch) workload(tj *trainer.TrainJob) *Workload {
+func (ww *workloadWatch) workload(tj *trainer.TrainJob) *trainjob.Workload {
 	if ww == nil {
 		return nil
 	}
-	return WorkloadOf(tj, listOf[unstructured.Unstructured](ww.inf.GetStore()))
+	return trainjob.WorkloadOf(tj, listOf[unstructured.Unstructured](ww.inf.GetStore()))
 }
 
 func (ww *workloadWatch) stop() {
