@@ -121,6 +121,14 @@ func (s Status) Done() bool {
 
 // Look does the one next thing for the step and says where it stands.
 func (e *Engine) Look(ctx context.Context, s Step) Status {
+	st := e.look(ctx, s)
+	if st.Err != nil && st.Message == "" {
+		st.Message = st.Err.Error() // what a face shows while it tries again
+	}
+	return st
+}
+
+func (e *Engine) look(ctx context.Context, s Step) Status {
 	tj, err := e.job(ctx, s)
 	if err != nil {
 		return Status{Err: err, Observation: trainjob.Observation{Namespace: s.Namespace, Name: s.Recorded}}
