@@ -139,7 +139,7 @@ func (e *Engine) look(ctx context.Context, s Step) Status {
 	if tj == nil {
 		return e.absent(ctx, s)
 	}
-	if !s.Identity.Owns(tj.Labels) {
+	if !s.Identity.Adopts(tj) {
 		return failed(s, tj.Name, ReasonNameTaken, fmt.Sprintf("%v: %s/%s", trainjob.ErrNameTaken, tj.Namespace, tj.Name))
 	}
 	return e.follow(ctx, s, tj)
@@ -155,16 +155,21 @@ func (e *Engine) job(ctx context.Context, s Step) (*trainer.TrainJob, error) {
 	}
 	err := e.Cache.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Identity.Name()}, tj, opts...)
 	switch {
-	case err == nil:
+	case err == nil && s.Identity.Owns(tj.Labels):
 		return tj, nil
-	case !apierrors.IsNotFound(err):
+	case err != nil && !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("reading TrainJob %s/%s: %w", s.Namespace, s.Identity.Name(), err)
 	}
-	found, err := trainjob.FindByIdentity(ctx, e.Cache, s.Namespace, s.Identity, e.Indexed)
-	if err != nil {
-		return nil, err
+	found, ferr := trainjob.FindByIdentity(ctx, e.Cache, s.Namespace, s.Identity, e.Indexed)
+	switch {
+	case ferr != nil:
+		return nil, ferr
+	case found != nil:
+		return found, nil
+	case err == nil:
+		return tj, nil // the name is someone else's job
 	}
-	return found, nil
+	return nil, nil
 }
 
 func (e *Engine) now() time.Time {
