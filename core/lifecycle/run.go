@@ -145,7 +145,7 @@ func (r *Runner) engine(w *watches, opts RunOptions) *Engine {
 		},
 	}
 	if w != nil {
-		e.Cache, e.Snapshot = reader{Reader: r.Client, w: w}, w.snapshot
+		e.Cache, e.Snapshot, e.Creates = reader{Reader: r.Client, w: w}, w.snapshot, w.creates
 	}
 	return e
 }

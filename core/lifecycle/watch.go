@@ -39,12 +39,14 @@ type watches struct {
 	stop      context.CancelCauseFunc
 	ctx       context.Context
 	onWarning func(error)
+	// creates are this process's creates the TrainJob watch has not shown yet.
+	creates *Creates
 }
 
 // startWatches starts the watches of TrainJob name and what is about it; changes poke changed.
 // A list the caller may not make ends ctx with ErrForbidden, naming the permission.
 func startWatches(ctx context.Context, c client.WithWatch, namespace, name string, onWarning func(error)) (*watches, error) {
-	w := &watches{c: c, namespace: namespace, name: name, changed: make(chan struct{}, 1), onWarning: onWarning}
+	w := &watches{c: c, namespace: namespace, name: name, changed: make(chan struct{}, 1), onWarning: onWarning, creates: NewCreates()}
 	w.ctx, w.stop = context.WithCancelCause(ctx)
 	w.jobs = cache.NewSharedIndexInformer(listWatch(c, &trainer.TrainJobList{}, namespace, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
@@ -73,8 +75,8 @@ func startWatches(ctx context.Context, c client.WithWatch, namespace, name strin
 // run starts one informer; a change pokes the step (of the Events, only those about this job).
 func (w *watches) run(what string, inf cache.SharedIndexInformer) error {
 	var h cache.ResourceEventHandler = cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke(w.changed) },
-		UpdateFunc: func(any, any) { poke(w.changed) },
+		AddFunc:    func(o any) { w.seen(inf, o); poke(w.changed) },
+		UpdateFunc: func(_, o any) { w.seen(inf, o); poke(w.changed) },
 		DeleteFunc: func(any) { poke(w.changed) },
 	}
 	if inf == w.events {
@@ -97,6 +99,14 @@ func (w *watches) run(what string, inf cache.SharedIndexInformer) error {
 	})
 	go inf.RunWithContext(w.ctx)
 	return nil
+}
+
+// seen tells the record of creates that the TrainJob watch shows a job, so a later absence is
+// a deletion, not a watch that has not caught up.
+func (w *watches) seen(inf cache.SharedIndexInformer, o any) {
+	if inf == w.jobs {
+		w.creates.Seen(o)
+	}
 }
 
 // synced waits for the three watches to list; false when ctx ended first (context.Cause says why).
