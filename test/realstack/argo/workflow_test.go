@@ -52,14 +52,7 @@ spec:
 }
 
 // trainNode is the Workflow's plugin node.
-func trainNode(wf *wfv1.Workflow) *wfv1.NodeStatus {
-	for _, n := range wf.Status.Nodes {
-		if n.Type == wfv1.NodeTypePlugin {
-			return &n
-		}
-	}
-	return nil
-}
+func trainNode(wf *wfv1.Workflow) *wfv1.NodeStatus { return argoharness.PluginNode(wf) }
 
 // trainJobs lists the TrainJobs the Workflow owns.
 func trainJobs(t *testing.T, wf *wfv1.Workflow) []trainer.TrainJob {

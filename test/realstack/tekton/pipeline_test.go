@@ -31,25 +31,7 @@ const (
 // param (YAML), its results those of the Pipeline.
 func pipelineRun(t *testing.T, ns, step string) {
 	t.Helper()
-	indented := "          " + strings.ReplaceAll(strings.TrimSpace(step), "\n", "\n          ")
-	tektonharness.CreatePipelineRun(t, c, ns, `
-apiVersion: tekton.dev/v1
-kind: PipelineRun
-metadata: {name: run}
-spec:
-  pipelineSpec:
-    tasks:
-    - name: train
-      taskRef: `+tektonharness.Ref+`
-      params:
-      - name: step
-        value: |
-`+indented+`
-    results:
-    - {name: trainjob-name, value: $(tasks.train.results.trainjob-name)}
-    - {name: phase, value: $(tasks.train.results.phase)}
-    - {name: num-nodes, value: $(tasks.train.results.num-nodes)}
-`)
+	tektonharness.CreateStepPipelineRun(t, c, ns, "run", step)
 }
 
 // customRun is the namespace's one CustomRun (Tekton's controller creates it).
