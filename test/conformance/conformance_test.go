@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,6 +29,10 @@ type scenario struct {
 	setup  func(t *testing.T, ns string)
 	action func(t *testing.T, r *running)
 	want   want
+	// also checks what else the step left in the cluster, beyond what every scenario checks.
+	also func(t *testing.T, got result)
+	// lacks says why the stack's release cannot run the scenario ("" when it can).
+	lacks func() string
 	// skip names the faces that cannot run the scenario, with why.
 	skip map[string]string
 }
@@ -35,8 +42,11 @@ type want struct {
 	// phase is the core's phase (or stopped); reason the core's reason ("" when the core
 	// gives none); message a regexp the message matches.
 	phase, reason, message string
-	// outputs maps an output's name to a regexp its value matches.
-	outputs map[string]string
+	// outputs maps an output's name to a regexp its value matches; jsonOutputs to the JSON
+	// its value equals.
+	outputs, jsonOutputs map[string]string
+	// waiting is a regexp what the face said while the step ran matches.
+	waiting string
 	// trainJob is what is left of the step's TrainJob: gone, kept, or anything ("").
 	trainJob string
 }
@@ -75,6 +85,7 @@ func deleteOnceStarted(t *testing.T, r *running) {
 // (test/internal/realstack/stages): KWOK_FAIL fails a node, KWOK_HOLD keeps it running,
 // KWOK_TERMINATION_MESSAGE is node-0's termination message as the training script writes it.
 func scenarios() []scenario {
+	const returned = `{"loss": 0.1, "model_uri": "s3://bucket/model", "epochs": [1, 2]}`
 	return []scenario{{
 		name: "SucceedsWithTheReturnValue",
 		step: `
@@ -84,19 +95,23 @@ trainer:
   numNodes: 2
   env:
     KWOK_RUN_SECONDS: "2"
-    KWOK_TERMINATION_MESSAGE: '{"trainstep.dev/result": {"loss": 0.1}}'
+    KWOK_TERMINATION_MESSAGE: '{"trainstep.dev/result": ` + returned + `}'
   func: |
     def train():
-        return {"loss": 0.1}
+        return ` + returned + `
 timeout: 3m
 `,
-		want: want{phase: "Succeeded", outputs: map[string]string{
-			trainjob.OutName:     `^\S+$`,
-			trainjob.OutRuntime:  `^torch-distributed$`,
-			trainjob.OutNumNodes: `^2$`,
-			trainjob.OutResult:   `^\{"loss":\s?0\.1\}$`,
-			"result-loss":        `^0\.1$`,
-		}},
+		want: want{phase: "Succeeded",
+			outputs: map[string]string{
+				trainjob.OutName:     `^\S+$`,
+				trainjob.OutRuntime:  `^torch-distributed$`,
+				trainjob.OutNumNodes: `^2$`,
+				"result-loss":        `^0\.1$`,
+				"result-model_uri":   `^s3://bucket/model$`,
+				"result-epochs":      `^\[1,2\]$`,
+			},
+			jsonOutputs: map[string]string{trainjob.OutResult: returned}},
+		also: returnedByThePod,
 	}, {
 		name: "AFailedNodeWithItsLogTail",
 		step: `
@@ -113,7 +128,8 @@ timeout: 3m
 		// The Trainer's own reason; the failing node named, with the tail of its log read
 		// through pods/log (realstack.NodeLog, which kwok serves for every pod).
 		want: want{phase: "Failed", reason: "FailedJobs",
-			message: `(?s)node-\d.*last lines of.*` + regexp.QuoteMeta(realstack.NodeLog[len(realstack.NodeLog)-1]),
+			message: `(?s)^jobset failed due to one or more job failures .*node \d \(pod \S+\) failed \(exit code 1\).*last lines of \S+:\n` +
+				regexp.QuoteMeta(strings.Join(realstack.NodeLog, "\n")),
 			outputs: map[string]string{trainjob.OutName: `^\S+$`}},
 	}, {
 		name: "AnInvalidJobTheApiserverRefuses",
@@ -132,8 +148,15 @@ timeout: 30m
 startTimeout: 20m
 `,
 		want: want{phase: "Failed", reason: trainjob.ReasonJobCreationFailed,
-			message:  `(?s)as invalid.*creation failed with error: Job\.batch.*must be an integer`,
+			message:  `(?s)the apiserver refuses its Job \S+ as invalid.*creation failed with error: Job\.batch.*must be an integer`,
 			trainJob: gone},
+		// test/realstack's TestInvalidJobFailsTheStepAtOnceInJobSetsWords has what happens there.
+		lacks: func() string {
+			if _, jobset, err := realstack.Release(stack.Assets); err == nil && minorOf(jobset) < 11 {
+				return fmt.Sprintf("JobSet %s records no JobCreationFailed Event for a Job the apiserver refuses: the step fails at its startTimeout", jobset)
+			}
+			return ""
+		},
 	}, {
 		name: "UnschedulableUntilStartTimeout",
 		step: fmt.Sprintf(`
@@ -149,7 +172,8 @@ timeout: 5m
 startTimeout: 20s
 `, realstack.NodeGPUs*2),
 		want: want{phase: "Failed", reason: trainjob.ReasonStartTimeout,
-			message:  `(?s)did not start within 20s \(startTimeout\).*Insufficient nvidia\.com/gpu`,
+			message:  `(?s)did not start within 20s \(startTimeout\); it was deleted.*cannot be scheduled.*Insufficient nvidia\.com/gpu`,
+			waiting:  `cannot be scheduled: .*Insufficient nvidia\.com/gpu`,
 			trainJob: gone},
 	}, {
 		name: "TimesOutAndDeletes",
@@ -226,8 +250,18 @@ func TestConformance(t *testing.T) {
 					if why, ok := sc.skip[f.name()]; ok {
 						t.Skip(why)
 					}
+					if sc.lacks != nil {
+						if why := sc.lacks(); why != "" {
+							realstack.Lacks(t, "%s", why)
+							t.Skip(why)
+						}
+					}
 					t.Parallel()
-					check(t, sc.want, f.run(t, sc))
+					got := f.run(t, sc)
+					check(t, sc.want, got)
+					if sc.also != nil {
+						sc.also(t, got)
+					}
 				})
 			}
 		})
@@ -237,6 +271,7 @@ func TestConformance(t *testing.T) {
 // check asserts that a face's result is the scenario's.
 func check(t *testing.T, w want, got result) {
 	t.Helper()
+	t.Logf("ended %s, reason %q, phase output %q", got.phase, got.reason, got.outputs[trainjob.OutPhase])
 	assert.Equal(t, w.phase, got.phase, "phase; message: %s", got.message)
 	if p, ok := got.outputs[trainjob.OutPhase]; ok && w.phase != stopped {
 		assert.Equal(t, w.phase, p, "the phase output")
@@ -250,6 +285,12 @@ func check(t *testing.T, w want, got result) {
 	for k, re := range w.outputs {
 		assert.Regexp(t, re, got.outputs[k], "output %s", k)
 	}
+	for k, js := range w.jsonOutputs {
+		assert.JSONEq(t, js, got.outputs[k], "output %s", k)
+	}
+	if w.waiting != "" {
+		assert.Regexp(t, w.waiting, got.waiting, "while the step ran")
+	}
 	switch w.trainJob {
 	case gone:
 		require.Eventually(t, func() bool { return len(got.step.trainJobs(t)) == 0 }, timeout, interval, "the TrainJob must be deleted")
@@ -261,6 +302,37 @@ func check(t *testing.T, w want, got result) {
 			_ = stack.Client.Delete(context.Background(), &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name}})
 		})
 		assert.True(t, trainjob.Kept(tj), "annotations: %v", tj.Annotations)
+		assert.NotContains(t, got.message, "could not be marked kept")
+		// Nothing collects it with the step's owner, and it still trains.
+		assert.Empty(t, tj.OwnerReferences)
 		assert.Nil(t, tj.DeletionTimestamp)
+		assert.False(t, trainjob.Observe(tj, nil).Phase.Terminal(), "it still trains: %+v", tj.Status.Conditions)
 	}
+}
+
+// returnedByThePod: the return value really is node-0's termination message, as the kubelet
+// reports it (kwok sets what the container's KWOK_TERMINATION_MESSAGE holds).
+func returnedByThePod(t *testing.T, got result) {
+	pods := &corev1.PodList{}
+	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(got.step.ns),
+		client.MatchingLabels{trainjob.LabelJobSetName: got.outputs[trainjob.OutName]}))
+	require.NotEmpty(t, pods.Items)
+	for _, p := range pods.Items {
+		require.NotEmpty(t, p.Status.ContainerStatuses, "pod %s", p.Name)
+		require.NotNil(t, p.Status.ContainerStatuses[0].State.Terminated, "pod %s", p.Name)
+		assert.Contains(t, p.Status.ContainerStatuses[0].State.Terminated.Message, "trainstep.dev/result", "pod %s", p.Name)
+	}
+}
+
+// minorOf is the minor version of a release (v0.11.1: 11), -1 when it has none.
+func minorOf(release string) int {
+	parts := strings.Split(strings.TrimPrefix(release, "v"), ".")
+	if len(parts) < 2 {
+		return -1
+	}
+	n, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return -1
+	}
+	return n
 }

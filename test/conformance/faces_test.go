@@ -3,6 +3,8 @@ package conformance_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -49,6 +51,8 @@ type result struct {
 	// core's reason and message as the face carries them; outputs the step's outputs.
 	phase, reason, message string
 	outputs                map[string]string
+	// waiting is what the face said while the step ran, one message a line.
+	waiting string
 	// step is the running step the scenario acted on, to look at its TrainJob afterwards.
 	step *running
 }
@@ -105,7 +109,21 @@ func (cliFace) run(t *testing.T, sc scenario) result {
 	phases := map[int]string{cli.ExitSucceeded: "Succeeded", cli.ExitFailed: "Failed", cli.ExitTimedOut: "TimedOut", cli.ExitInterrupts: stopped}
 	phase, ok := phases[res.Code]
 	require.True(t, ok, "exit code %d is none of a step's ends; stderr:\n%s", res.Code, res.Stderr)
-	return result{phase: phase, reason: res.Outputs[trainjob.OutReason], message: res.Outputs[trainjob.OutMessage], outputs: res.Outputs, step: r}
+	return result{phase: phase, reason: res.Outputs[trainjob.OutReason], message: res.Outputs[trainjob.OutMessage], outputs: res.Outputs,
+		waiting: cliWaiting(res.Stderr), step: r}
+}
+
+// cliWaiting is the status lines the executor wrote while the step had not ended.
+func cliWaiting(stderr string) string {
+	var lines []string
+	for _, l := range strings.Split(stderr, "\n") {
+		for _, p := range []string{"Pending", "Suspended", "Running"} {
+			if strings.HasPrefix(l, "trainstep: "+p+": ") {
+				lines = append(lines, l)
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // argoFace is the executor plugin under Argo's own workflow-controller and agent: a one-step
@@ -121,7 +139,7 @@ var argoRuns sync.Mutex
 
 // argoOutputs are the output parameters a scenario's Workflow declares: every core output and
 // the result keys the scenarios return.
-var argoOutputs = append(append([]string{}, trainjob.OutputNames...), "result-loss")
+var argoOutputs = append(append([]string{}, trainjob.OutputNames...), "result-loss", "result-model_uri", "result-epochs")
 
 func (argoFace) run(t *testing.T, sc scenario) result {
 	// Argo's controller and plugin watch one namespace; the Workflow owns its TrainJob there.
@@ -135,7 +153,7 @@ func (argoFace) run(t *testing.T, sc scenario) result {
 	r := &running{ns: argoharness.Namespace, selector: client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)},
 		stop: func(t *testing.T) { stopWorkflow(t, wf.Name) }}
 	sc.act(t, r)
-	got := argo.WaitPhase(t, wf.Name, timeout)
+	got, waiting := waitWorkflow(t, wf.Name)
 	node := argoharness.PluginNode(got)
 	require.NotNil(t, node, argoharness.Nodes(got))
 	t.Logf("workflow %s %s: %s\n%s", got.Name, got.Status.Phase, got.Status.Message, argoharness.Nodes(got))
@@ -150,7 +168,29 @@ func (argoFace) run(t *testing.T, sc scenario) result {
 	case node.Phase == wfv1.NodeSucceeded:
 		phase = "Succeeded"
 	}
-	return result{phase: phase, reason: outs[trainjob.OutReason], message: node.Message, outputs: outs, step: r}
+	return result{phase: phase, reason: outs[trainjob.OutReason], message: node.Message, outputs: outs, waiting: waiting, step: r}
+}
+
+// waitWorkflow waits for Workflow name to complete; it returns it and the messages its plugin
+// node had while it ran.
+func waitWorkflow(t *testing.T, name string) (*wfv1.Workflow, string) {
+	t.Helper()
+	var (
+		wf      *wfv1.Workflow
+		waiting []string
+	)
+	require.Eventually(t, func() bool {
+		cur, err := argo.Get(t.Context(), name)
+		if err != nil {
+			return false
+		}
+		wf = cur
+		if n := argoharness.PluginNode(cur); n != nil && !n.Fulfilled() && n.Message != "" && !slices.Contains(waiting, n.Message) {
+			waiting = append(waiting, n.Message)
+		}
+		return cur.Status.Phase.Completed()
+	}, timeout, interval, "workflow %s did not finish", name)
+	return wf, strings.Join(waiting, "\n")
 }
 
 // stopWorkflow is `argo stop`: the Workflow's shutdown strategy set to Stop.
@@ -175,10 +215,11 @@ func (tektonFace) run(t *testing.T, sc scenario) result {
 	tektonharness.CreateStepPipelineRun(t, tk.Client, ns, "run", sc.step)
 	r := &running{ns: ns, stop: func(t *testing.T) { cancelPipelineRun(t, ns, "run") }}
 	sc.act(t, r)
-	run := finishedCustomRun(t, ns)
+	run, waiting := finishedCustomRun(t, ns)
 	cond := run.Status.Succeeded()
 	t.Logf("CustomRun %s %s: %s", cond.Status, cond.Reason, cond.Message)
-	return result{phase: tektonPhase(run), reason: tektonReason(cond.Reason), message: cond.Message, outputs: tektonOutputs(t, run), step: r}
+	return result{phase: tektonPhase(run), reason: tektonReason(cond.Reason), message: cond.Message, outputs: tektonOutputs(t, run),
+		waiting: waiting, step: r}
 }
 
 // tektonPhase is the core's phase of a finished CustomRun: its Succeeded condition's status, and
@@ -225,19 +266,26 @@ func tektonOutputs(t *testing.T, run *v1beta1.CustomRun) map[string]string {
 	return outs
 }
 
-// finishedCustomRun waits for the namespace's one CustomRun to finish and returns it.
-func finishedCustomRun(t *testing.T, ns string) *v1beta1.CustomRun {
+// finishedCustomRun waits for the namespace's one CustomRun to finish; it returns it and the
+// messages of its Succeeded=Unknown condition while it ran.
+func finishedCustomRun(t *testing.T, ns string) (*v1beta1.CustomRun, string) {
 	t.Helper()
-	var run *v1beta1.CustomRun
+	var (
+		run     *v1beta1.CustomRun
+		waiting []string
+	)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		runs := tektonharness.CustomRuns(ct, t, tk.Client, ns)
 		require.Len(ct, runs, 1)
 		run = &runs[0]
 		cond := run.Status.Succeeded()
 		require.NotNil(ct, cond)
+		if cond.Status == corev1.ConditionUnknown && !slices.Contains(waiting, cond.Message) {
+			waiting = append(waiting, cond.Message)
+		}
 		assert.NotEqual(ct, corev1.ConditionUnknown, cond.Status)
 	}, timeout, interval, "the CustomRun must finish")
-	return run
+	return run, strings.Join(waiting, "\n")
 }
 
 // cancelPipelineRun cancels PipelineRun ns/name as `tkn pipelinerun cancel` does, once Tekton
