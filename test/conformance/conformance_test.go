@@ -84,6 +84,8 @@ func deleteOnceStarted(t *testing.T, r *running) {
 // scenarios is the table every face runs. The trainer's env drives kwok's stages
 // (test/internal/realstack/stages): KWOK_FAIL fails a node, KWOK_HOLD keeps it running,
 // KWOK_TERMINATION_MESSAGE is node-0's termination message as the training script writes it.
+// Every step names its runtime: the table installs a second torch runtime (torch-no-retry), and a
+// step naming none would be refused, the framework's runtime being ambiguous.
 func scenarios() []scenario {
 	const returned = `{"loss": 0.1, "model_uri": "s3://bucket/model", "epochs": [1, 2]}`
 	return []scenario{{
@@ -237,8 +239,9 @@ timeout: 5m
 	}}
 }
 
-// TestConformance runs every scenario through every face, all at once: each step has its own
-// namespace (Argo: its own Workflow), and none changes what the stack shares.
+// TestConformance runs every scenario through every face, all at once (the Argo face's steps one
+// at a time: argoRuns): each step has its own namespace (Argo: its own Workflow), and none
+// changes what the stack shares (the node log is realstack.NodeLog throughout).
 func TestConformance(t *testing.T) {
 	// Installed for the whole table: a subtest's cleanup must not delete it under another.
 	stack.InstallNoRetryRuntime(t)
