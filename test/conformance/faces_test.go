@@ -132,9 +132,9 @@ type argoFace struct{}
 
 func (argoFace) name() string { return "argo" }
 
-// argoRuns serialises the Argo face's steps: the harness runs each Workflow's agent as a
-// process that writes the plugin's token to the one TokenDir, and the plugin takes only the
-// token last written, so two agents at once lock each other out.
+// argoRuns serialises the Argo face's steps: the harness runs one plugin process for every
+// Workflow (a cluster runs a sidecar in each agent pod), and it takes only the token the last
+// agent wrote to the one TokenDir, so two agents at once lock each other out.
 var argoRuns sync.Mutex
 
 // argoOutputs are the output parameters a scenario's Workflow declares: every core output and
