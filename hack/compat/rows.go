@@ -54,7 +54,7 @@ func matrix(cache string) []row {
 		r := row{System: "argo", Version: v, Default: v == "v3.7.3", Env: "ARGO_ASSETS", Dir: dir, Serial: true,
 			Build:  []string{"bash", "hack/build-argo.sh", dir, v},
 			Binary: "argoexec", Module: "github.com/argoproj/argo-workflows/" + strings.SplitN(v, ".", 2)[0],
-			Packages: []string{"./test/e2e/argo", "./test/realstack/argo"}}
+			Packages: []string{"./test/e2e/argo", "./test/realstack/argo", "./test/conformance"}}
 		if strings.HasPrefix(v, "v4.") {
 			// The plugin is built against v3's types; this module decodes its wire against v4's.
 			r.Modules = []string{"test/compat/argov4"}
@@ -74,13 +74,14 @@ func matrix(cache string) []row {
 			Build:  []string{"bash", "hack/build-control-plane.sh", dir, v, "kube-controller-manager", "kube-scheduler"},
 			Binary: "kube-apiserver", Module: "k8s.io/kubernetes",
 			// The real stack too: the pinned Trainer and JobSet on this apiserver and scheduler.
-			Packages: []string{"./internal/...", "./test/integration/...", "./test/realstack"}})
+			Packages: []string{"./internal/...", "./test/integration/...", "./test/realstack", "./test/conformance"}})
 	}
 	for _, tj := range trainerJobSet {
 		r := row{System: "trainer", Version: tj[0], Default: tj[0] == "v2.3.0", Env: "REALSTACK_ASSETS", Dir: realstackDir(cache, tj),
 			Build:    []string{"bash", "hack/build-realstack.sh", realstackDir(cache, tj)},
 			BuildEnv: []string{"TRAINER_VERSION=" + tj[0], "JOBSET_VERSION=" + tj[1], "KWOK_VERSION=" + realstackKwok},
-			Packages: []string{"./test/realstack"}}
+			// The conformance table runs every face's steps on the release, as test/realstack the CLI's.
+			Packages: []string{"./test/realstack", "./test/conformance"}}
 		if tj[0] == upgradeFrom {
 			// The upgrade to the next release under a running step; the next release's assets
 			// are the pinned ones `make test-assets` builds (test/realstack/upgrade).

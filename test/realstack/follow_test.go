@@ -12,32 +12,6 @@ import (
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
-// A pod the scheduler cannot place: the step says why while it waits, in the scheduler's words,
-// and startTimeout fails it with that cause and deletes the TrainJob.
-func TestStartTimeoutFailsAnUnschedulableStepWithTheCause(t *testing.T) {
-	ns := stack.Namespace(t)
-	r := executor(t, ns, fmt.Sprintf(`
-framework: torch
-trainer:
-  numNodes: 1
-  resourcesPerNode: {gpu: %d}
-  func: |
-    def train():
-        pass
-timeout: 5m
-startTimeout: 10s
-`, realstack.NodeGPUs*2))
-	require.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
-	assert.Equal(t, "Failed", r.Outputs["phase"])
-	assert.Equal(t, "StartTimeout", r.Outputs["reason"])
-	assert.Contains(t, r.Outputs["message"], "did not start within 10s (startTimeout)")
-	assert.Contains(t, r.Outputs["message"], "cannot be scheduled")
-	assert.Contains(t, r.Outputs["message"], "Insufficient nvidia.com/gpu")
-	assert.Contains(t, r.Stderr, "Insufficient nvidia.com/gpu", "the running message says why before the end")
-	require.Eventually(t, func() bool { return len(testenv.TrainJobs(t.Context(), t, stack.Client, ns)) == 0 },
-		timeout, interval, "the TrainJob must be deleted")
-}
-
 // A node that fails is retried by its Job for minutes (backoffLimit 6); meanwhile the step names
 // the node, its exit code and attempt, with the tail of its log read through pods/log. One node
 // more than there are GPU Nodes: the job never has every node running at once, so it never

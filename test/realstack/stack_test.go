@@ -2,7 +2,6 @@ package realstack_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -137,55 +136,6 @@ func TestExecutorRunsATorchStepToSucceeded(t *testing.T) {
 	}
 }
 
-// noRetryRuntime installs a copy of the stock torch-distributed runtime whose Jobs do not
-// retry a failed pod: with the Job default (backoffLimit 6, exponential back-off) a failing
-// node is retried for minutes before the TrainJob fails.
-func noRetryRuntime(t *testing.T) string {
-	t.Helper()
-	stock := &trainer.ClusterTrainingRuntime{}
-	require.NoError(t, stack.Client.Get(t.Context(), client.ObjectKey{Name: "torch-distributed"}, stock))
-	rt := &trainer.ClusterTrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{Name: "torch-no-retry", Labels: stock.Labels},
-		Spec:       *stock.Spec.DeepCopy(),
-	}
-	for i := range rt.Spec.Template.Spec.ReplicatedJobs {
-		rt.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.BackoffLimit = ptr.To[int32](0)
-	}
-	require.NoError(t, client.IgnoreAlreadyExists(stack.Client.Create(t.Context(), rt)))
-	t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), rt) })
-	return rt.Name
-}
-
-func TestExecutorReportsAFailedNodeWithItsLogTail(t *testing.T) {
-	ns := stack.Namespace(t)
-	rt := noRetryRuntime(t)
-	traceback := []string{
-		"Traceback (most recent call last):",
-		`  File "train.py", line 7, in train`,
-		"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
-	}
-	stack.SetNodeLog(t, traceback...)
-	r := executor(t, ns, `
-framework: torch
-runtime: {name: `+rt+`, kind: ClusterTrainingRuntime}
-trainer:
-  numNodes: 2
-  env: {KWOK_FAIL: "1"}
-  func: |
-    def train():
-        raise SystemExit(1)
-timeout: 3m
-`)
-	assert.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
-	assert.Equal(t, "Failed", r.Outputs["phase"])
-	t.Logf("message:\n%s", r.Outputs["message"])
-	// The tail comes from pods/log, which the apiserver proxies to kwok.
-	assert.Contains(t, r.Outputs["message"], "last lines of")
-	for _, line := range traceback {
-		assert.Contains(t, r.Outputs["message"], line)
-	}
-}
-
 // kube-scheduler really places pods by the kwok Nodes' capacity: a node asking for more GPUs
 // than any Node has stays Pending, Unschedulable; the step is then interrupted, as a pipeline
 // engine would on cancel, and deletes its TrainJob.
@@ -234,36 +184,4 @@ timeout: 5m
 	require.ErrorAs(t, err, &ee, stderr.String())
 	assert.Equal(t, cli.ExitInterrupts, ee.ExitCode(), stderr.String())
 	assert.Contains(t, stderr.String(), "deleted TrainJob")
-}
-
-// The training function's return value, as the command script leaves it in node-0's termination
-// message (kwok sets the message the container's KWOK_TERMINATION_MESSAGE env holds, as the
-// kubelet would from /dev/termination-log), becomes the step's result and result-<key> outputs.
-func TestReturnValueBecomesTheStepsOutputs(t *testing.T) {
-	ns := stack.Namespace(t)
-	r := executor(t, ns, `
-framework: torch
-trainer:
-  numNodes: 2
-  env:
-    KWOK_TERMINATION_MESSAGE: '{"trainstep.dev/result": {"accuracy": 0.93, "model_uri": "s3://bucket/model", "epochs": [1, 2]}}'
-  func: |
-    def train():
-        return {"accuracy": 0.93, "model_uri": "s3://bucket/model", "epochs": [1, 2]}
-timeout: 3m
-`)
-	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
-	assert.JSONEq(t, `{"accuracy": 0.93, "model_uri": "s3://bucket/model", "epochs": [1, 2]}`, r.Outputs["result"])
-	assert.Equal(t, "0.93", r.Outputs["result-accuracy"])
-	assert.Equal(t, "s3://bucket/model", r.Outputs["result-model_uri"])
-	assert.Equal(t, "[1,2]", r.Outputs["result-epochs"])
-
-	// The message really is the pod's, as the kubelet would report it.
-	pods := &corev1.PodList{}
-	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(ns)))
-	require.NotEmpty(t, pods.Items)
-	st := pods.Items[0].Status.ContainerStatuses
-	require.NotEmpty(t, st)
-	require.NotNil(t, st[0].State.Terminated)
-	assert.Contains(t, st[0].State.Terminated.Message, "trainstep.dev/result")
 }

@@ -1,6 +1,7 @@
 package tektonharness
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +83,30 @@ func CustomRuns(ct require.TestingT, t *testing.T, c client.Client, ns string) [
 	runs := &v1beta1.CustomRunList{}
 	require.NoError(ct, c.List(t.Context(), runs, client.InNamespace(ns)))
 	return runs.Items
+}
+
+// CreateStepPipelineRun creates PipelineRun name in ns: one trainstep task "train" whose whole
+// step is the step param (YAML), its trainjob-name, phase and num-nodes results those of the
+// Pipeline.
+func CreateStepPipelineRun(t *testing.T, c client.Client, ns, name, step string) *unstructured.Unstructured {
+	t.Helper()
+	indented := "          " + strings.ReplaceAll(strings.TrimSpace(step), "\n", "\n          ")
+	return CreatePipelineRun(t, c, ns, `
+apiVersion: tekton.dev/v1
+kind: PipelineRun
+metadata: {name: `+name+`}
+spec:
+  pipelineSpec:
+    tasks:
+    - name: train
+      taskRef: `+Ref+`
+      params:
+      - name: step
+        value: |
+`+indented+`
+    results:
+    - {name: trainjob-name, value: $(tasks.train.results.trainjob-name)}
+    - {name: phase, value: $(tasks.train.results.phase)}
+    - {name: num-nodes, value: $(tasks.train.results.num-nodes)}
+`)
 }

@@ -2,7 +2,6 @@ package argo_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/argoharness"
-	"github.com/trainstep/trainstep/test/internal/realstack"
 )
 
 // Waits poll with these bounds; nothing sleeps to synchronise. Generous: the stack, Argo and
@@ -52,14 +50,7 @@ spec:
 }
 
 // trainNode is the Workflow's plugin node.
-func trainNode(wf *wfv1.Workflow) *wfv1.NodeStatus {
-	for _, n := range wf.Status.Nodes {
-		if n.Type == wfv1.NodeTypePlugin {
-			return &n
-		}
-	}
-	return nil
-}
+func trainNode(wf *wfv1.Workflow) *wfv1.NodeStatus { return argoharness.PluginNode(wf) }
 
 // trainJobs lists the TrainJobs the Workflow owns.
 func trainJobs(t *testing.T, wf *wfv1.Workflow) []trainer.TrainJob {
@@ -110,83 +101,4 @@ func TestTorchStepSucceedsThroughTheRealTrainer(t *testing.T) {
 		assert.Contains(t, stack.Nodes, p.Spec.NodeName, "pod %s", p.Name)
 		assert.Equal(t, corev1.PodSucceeded, p.Status.Phase, "pod %s", p.Name)
 	}
-}
-
-// TestFailedNodeCarriesTheTrainersReasonAndTraceback: a node exits 1 (no Job retries); the
-// Workflow node fails with the Trainer's own reason and the traceback read through pods/log.
-func TestFailedNodeCarriesTheTrainersReasonAndTraceback(t *testing.T) {
-	rt := stack.InstallNoRetryRuntime(t)
-	traceback := []string{
-		"Traceback (most recent call last):",
-		`  File "train.py", line 7, in train`,
-		"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
-	}
-	stack.SetNodeLog(t, traceback...)
-	wf := harness.Submit(t, workflow("fail", `          framework: torch
-          runtime: {name: `+rt+`, kind: ClusterTrainingRuntime}
-          trainer:
-            numNodes: 2
-            env: {KWOK_FAIL: "1"}
-            func: |
-              def train():
-                  raise SystemExit(1)
-`))
-	harness.RunAgent(t, wf.Name, timeout)
-	got := harness.WaitPhase(t, wf.Name, timeout)
-	require.Equal(t, wfv1.WorkflowFailed, got.Status.Phase, argoharness.Nodes(got))
-	node := trainNode(got)
-	require.NotNil(t, node, argoharness.Nodes(got))
-	assert.Equal(t, wfv1.NodeFailed, node.Phase)
-	t.Logf("node message:\n%s", node.Message)
-
-	tjs := trainJobs(t, got)
-	require.Len(t, tjs, 1)
-	failed := meta.FindStatusCondition(tjs[0].Status.Conditions, trainer.TrainJobFailed)
-	require.NotNil(t, failed, "the Trainer must mark the TrainJob Failed: %+v", tjs[0].Status.Conditions)
-	assert.Equal(t, failed.Reason, argoharness.Output(node, trainjob.OutReason), "the Trainer's own reason")
-	assert.Contains(t, node.Message, failed.Message, "the Trainer's own message")
-	assert.Contains(t, node.Message, "last lines of")
-	for _, line := range traceback {
-		assert.Contains(t, node.Message, line)
-	}
-}
-
-// TestUnschedulableStepSaysWhyThenFailsAtStartTimeout: a pod no Node can hold; while it waits
-// the node's message gives the scheduler's reason, and startTimeout fails the node and deletes
-// the TrainJob.
-func TestUnschedulableStepSaysWhyThenFailsAtStartTimeout(t *testing.T) {
-	wf := harness.Submit(t, workflow("unschedulable", fmt.Sprintf(`          framework: torch
-          trainer:
-            numNodes: 1
-            resourcesPerNode: {gpu: %d}
-            func: |
-              def train():
-                  pass
-          startTimeout: 10s
-`, realstack.NodeGPUs*2)))
-	harness.RunAgent(t, wf.Name, timeout)
-
-	var waiting string
-	require.Eventually(t, func() bool {
-		cur, err := harness.Get(t.Context(), wf.Name)
-		if err != nil {
-			return false
-		}
-		if n := trainNode(cur); n != nil && (n.Phase == wfv1.NodePending || n.Phase == wfv1.NodeRunning) {
-			waiting = n.Message
-		}
-		return cur.Status.Phase.Completed() || strings.Contains(waiting, "Insufficient nvidia.com/gpu")
-	}, timeout, 50*time.Millisecond)
-	t.Logf("while waiting: %s", waiting)
-	assert.Contains(t, waiting, "Insufficient nvidia.com/gpu", "the running node says why, in the scheduler's words")
-
-	got := harness.WaitPhase(t, wf.Name, timeout)
-	require.Equal(t, wfv1.WorkflowFailed, got.Status.Phase, argoharness.Nodes(got))
-	node := trainNode(got)
-	require.NotNil(t, node, argoharness.Nodes(got))
-	assert.Equal(t, wfv1.NodeFailed, node.Phase)
-	assert.Equal(t, trainjob.ReasonStartTimeout, argoharness.Output(node, trainjob.OutReason))
-	assert.Contains(t, node.Message, "did not start within 10s (startTimeout)")
-	assert.Contains(t, node.Message, "Insufficient nvidia.com/gpu")
-	require.Eventually(t, func() bool { return len(trainJobs(t, got)) == 0 }, timeout, interval, "the TrainJob must be deleted")
 }

@@ -24,33 +24,6 @@ func trainJobsGone(t *testing.T, ns string) {
 	}, timeout, interval, "the TrainJob must be deleted")
 }
 
-// TestInvalidJobFailsTheRunAtOnce: a step whose merged Job spec the apiserver refuses (half a
-// GPU) has only JobSet's JobCreationFailed Event on the JobSet to say so; the Event reaches the
-// CustomRun through the controller's Event → TrainJob → CustomRun mapping, and the run fails at
-// once in JobSet's words, long before its startTimeout.
-func TestInvalidJobFailsTheRunAtOnce(t *testing.T) {
-	dumpOnFailure(t)
-	ns := stack.Namespace(t)
-	pipelineRun(t, ns, `
-framework: torch
-trainer:
-  numNodes: 2
-  resourcesPerNode: {gpu: "0.5"}
-  func: |
-    def train():
-        pass
-startTimeout: 20m
-`)
-	tektonharness.WaitPipelineRun(t, c, ns, "run", "False", "Failed", timeout)
-	cond := customRun(t, t, ns).Status.Succeeded()
-	require.NotNil(t, cond)
-	assert.Equal(t, trainjob.ReasonJobCreationFailed, cond.Reason, cond.Message)
-	assert.Contains(t, cond.Message, "as invalid")
-	assert.Contains(t, cond.Message, "creation failed with error: Job.batch", "JobSet's own words")
-	assert.Contains(t, cond.Message, "must be an integer")
-	trainJobsGone(t, ns)
-}
-
 // TestResourceQuotaIsNamedWhileWaitingThenFailsAtStartTimeout: the second node's pod exceeds the
 // namespace's ResourceQuota; the Job controller's FailedCreate Event on the Job names the quota,
 // the waiting CustomRun's message carries it, and startTimeout fails the run with it.

@@ -1,8 +1,6 @@
 package tekton_test
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
-	"github.com/trainstep/trainstep/test/internal/realstack"
 	"github.com/trainstep/trainstep/test/internal/tektonharness"
 )
 
@@ -31,25 +28,7 @@ const (
 // param (YAML), its results those of the Pipeline.
 func pipelineRun(t *testing.T, ns, step string) {
 	t.Helper()
-	indented := "          " + strings.ReplaceAll(strings.TrimSpace(step), "\n", "\n          ")
-	tektonharness.CreatePipelineRun(t, c, ns, `
-apiVersion: tekton.dev/v1
-kind: PipelineRun
-metadata: {name: run}
-spec:
-  pipelineSpec:
-    tasks:
-    - name: train
-      taskRef: `+tektonharness.Ref+`
-      params:
-      - name: step
-        value: |
-`+indented+`
-    results:
-    - {name: trainjob-name, value: $(tasks.train.results.trainjob-name)}
-    - {name: phase, value: $(tasks.train.results.phase)}
-    - {name: num-nodes, value: $(tasks.train.results.num-nodes)}
-`)
+	tektonharness.CreateStepPipelineRun(t, c, ns, "run", step)
 }
 
 // customRun is the namespace's one CustomRun (Tekton's controller creates it).
@@ -110,93 +89,4 @@ trainer:
 		assert.Contains(t, stack.Nodes, p.Spec.NodeName, "pod %s", p.Name)
 		assert.Equal(t, corev1.PodSucceeded, p.Status.Phase, "pod %s", p.Name)
 	}
-}
-
-// TestFailedNodeCarriesTheTrainersReasonAndTraceback: a node exits 1 (no Job retries); the
-// CustomRun fails with the Trainer's own reason and the traceback read through pods/log.
-func TestFailedNodeCarriesTheTrainersReasonAndTraceback(t *testing.T) {
-	dumpOnFailure(t)
-	ns := stack.Namespace(t)
-	rt := stack.InstallNoRetryRuntime(t)
-	traceback := []string{
-		"Traceback (most recent call last):",
-		`  File "train.py", line 7, in train`,
-		"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
-	}
-	stack.SetNodeLog(t, traceback...)
-	pipelineRun(t, ns, `
-framework: torch
-runtime: {name: `+rt+`, kind: ClusterTrainingRuntime}
-trainer:
-  numNodes: 2
-  env: {KWOK_FAIL: "1"}
-  func: |
-    def train():
-        raise SystemExit(1)
-`)
-	tektonharness.WaitPipelineRun(t, c, ns, "run", "False", "Failed", timeout)
-	run := customRun(t, t, ns)
-	cond := run.Status.Succeeded()
-	require.NotNil(t, cond)
-	t.Logf("CustomRun %s: %s", cond.Reason, cond.Message)
-
-	tjs := &trainer.TrainJobList{}
-	require.NoError(t, c.List(t.Context(), tjs, client.InNamespace(ns)))
-	require.Len(t, tjs.Items, 1)
-	failed := meta.FindStatusCondition(tjs.Items[0].Status.Conditions, trainer.TrainJobFailed)
-	require.NotNil(t, failed, "the Trainer must mark the TrainJob Failed: %+v", tjs.Items[0].Status.Conditions)
-	assert.Equal(t, "False", string(cond.Status))
-	assert.Equal(t, failed.Reason, cond.Reason, "the Trainer's own reason")
-	assert.Contains(t, cond.Message, failed.Message, "the Trainer's own message")
-	assert.Contains(t, cond.Message, "last lines of")
-	for _, line := range traceback {
-		assert.Contains(t, cond.Message, line)
-	}
-}
-
-// TestUnschedulableStepSaysWhyThenFailsAtStartTimeout: a pod no Node can hold; while it waits
-// the CustomRun's Succeeded=Unknown message gives the scheduler's reason, and startTimeout fails
-// the run and deletes the TrainJob.
-func TestUnschedulableStepSaysWhyThenFailsAtStartTimeout(t *testing.T) {
-	dumpOnFailure(t)
-	ns := stack.Namespace(t)
-	pipelineRun(t, ns, fmt.Sprintf(`
-framework: torch
-trainer:
-  numNodes: 1
-  resourcesPerNode: {gpu: %d}
-  func: |
-    def train():
-        pass
-startTimeout: 10s
-`, realstack.NodeGPUs*2))
-
-	var waiting string
-	require.Eventually(t, func() bool {
-		runs := &v1beta1.CustomRunList{}
-		if c.List(t.Context(), runs, client.InNamespace(ns)) != nil || len(runs.Items) != 1 {
-			return false
-		}
-		cond := runs.Items[0].Status.Succeeded()
-		if cond == nil {
-			return false
-		}
-		if cond.Status == corev1.ConditionUnknown {
-			waiting = cond.Message
-		}
-		return cond.Status != corev1.ConditionUnknown || strings.Contains(waiting, "Insufficient nvidia.com/gpu")
-	}, timeout, 50*time.Millisecond)
-	t.Logf("while waiting: %s", waiting)
-	assert.Contains(t, waiting, "Insufficient nvidia.com/gpu", "the running CustomRun says why, in the scheduler's words")
-
-	tektonharness.WaitPipelineRun(t, c, ns, "run", "False", "Failed", timeout)
-	cond := customRun(t, t, ns).Status.Succeeded()
-	require.NotNil(t, cond)
-	assert.Equal(t, trainjob.ReasonStartTimeout, cond.Reason)
-	assert.Contains(t, cond.Message, "did not start within 10s (startTimeout)")
-	assert.Contains(t, cond.Message, "Insufficient nvidia.com/gpu")
-	require.Eventually(t, func() bool {
-		l := &trainer.TrainJobList{}
-		return c.List(t.Context(), l, client.InNamespace(ns)) == nil && len(l.Items) == 0
-	}, timeout, interval, "the TrainJob must be deleted")
 }

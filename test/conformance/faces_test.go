@@ -1,0 +1,301 @@
+package conformance_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/cli"
+	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
+	"github.com/trainstep/trainstep/test/internal/argoharness"
+	"github.com/trainstep/trainstep/test/internal/tektonharness"
+)
+
+// Waits poll with these bounds; nothing sleeps to synchronise. Generous: the stack, Argo,
+// Tekton and every face share 2 cores, and kwok's stages have delays of a few seconds each.
+const (
+	timeout  = 4 * time.Minute
+	interval = 200 * time.Millisecond
+)
+
+// stopped is the phase of a step its engine stopped (an interrupt, a stopped workflow, a
+// cancelled run): the core reports no TrainJob phase for it (lifecycle.Status.Stopped).
+const stopped = "Stopped"
+
+// A face runs a scenario's step through one way of running trainstep and reports how it ended
+// in the core's terms.
+type face interface {
+	name() string
+	run(t *testing.T, sc scenario) result
+}
+
+// result is how a step ended, translated from what the face shows into the core's terms.
+type result struct {
+	// phase is the core's (Succeeded, Failed, TimedOut) or stopped; reason and message the
+	// core's reason and message as the face carries them; outputs the step's outputs.
+	phase, reason, message string
+	outputs                map[string]string
+	// waiting is what the face said while the step ran, one message a line.
+	waiting string
+	// step is the running step the scenario acted on, to look at its TrainJob afterwards.
+	step *running
+}
+
+// running is a step a face has started: where its TrainJob lives and how the face stops it.
+type running struct {
+	ns string
+	// selector tells this step's TrainJobs from others of ns (Argo's shared namespace).
+	selector client.MatchingLabels
+	stop     func(t *testing.T)
+}
+
+// trainJobs lists the step's TrainJobs.
+func (r *running) trainJobs(t *testing.T) []trainer.TrainJob {
+	t.Helper()
+	l := &trainer.TrainJobList{}
+	require.NoError(t, stack.Client.List(t.Context(), l, client.InNamespace(r.ns), r.selector))
+	return l.Items
+}
+
+// started waits until the step's face has recorded its TrainJob's start (so the face knows the
+// job as its own) and returns the TrainJob.
+func (r *running) started(t *testing.T) *trainer.TrainJob {
+	t.Helper()
+	var tj *trainer.TrainJob
+	require.Eventually(t, func() bool {
+		for _, j := range r.trainJobs(t) {
+			if _, ok := j.Annotations[trainjob.AnnotationStartedAt]; ok {
+				tj = &j
+				return true
+			}
+		}
+		return false
+	}, timeout, interval, "the step's TrainJob must start")
+	return tj
+}
+
+var faces = []face{cliFace{}, argoFace{}, tektonFace{}}
+
+// cliFace is `executor run`, the real binary, as a pipeline step runs it: the step in a file,
+// the outputs one file each in --output-dir, the end in the exit code.
+type cliFace struct{}
+
+func (cliFace) name() string { return "cli" }
+
+func (cliFace) run(t *testing.T, sc scenario) result {
+	ns := stack.Namespace(t)
+	sc.prepare(t, ns)
+	e := stack.StartExecutor(t, bin, ns, sc.step, timeout)
+	r := &running{ns: ns, stop: func(t *testing.T) { e.Signal(t, syscall.SIGTERM) }}
+	sc.act(t, r)
+	res := e.Result(t)
+	t.Logf("exit %d; stderr:\n%s", res.Code, res.Stderr)
+	phases := map[int]string{cli.ExitSucceeded: "Succeeded", cli.ExitFailed: "Failed", cli.ExitTimedOut: "TimedOut", cli.ExitInterrupts: stopped}
+	phase, ok := phases[res.Code]
+	require.True(t, ok, "exit code %d is none of a step's ends; stderr:\n%s", res.Code, res.Stderr)
+	return result{phase: phase, reason: res.Outputs[trainjob.OutReason], message: res.Outputs[trainjob.OutMessage], outputs: res.Outputs,
+		waiting: cliWaiting(res.Stderr), step: r}
+}
+
+// cliWaiting is the status lines the executor wrote while the step had not ended.
+func cliWaiting(stderr string) string {
+	var lines []string
+	for _, l := range strings.Split(stderr, "\n") {
+		for _, p := range []string{"Pending", "Suspended", "Running"} {
+			if strings.HasPrefix(l, "trainstep: "+p+": ") {
+				lines = append(lines, l)
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// argoFace is the executor plugin under Argo's own workflow-controller and agent: a one-step
+// Workflow, the end in the plugin node's phase, message and output parameters.
+type argoFace struct{}
+
+func (argoFace) name() string { return "argo" }
+
+// argoRuns serialises the Argo face's steps: the harness runs one plugin process for every
+// Workflow (a cluster runs a sidecar in each agent pod), and it takes only the token the last
+// agent wrote to the one TokenDir, so two agents at once lock each other out.
+var argoRuns sync.Mutex
+
+// argoOutputs are the output parameters a scenario's Workflow declares: every core output and
+// the result keys the scenarios return.
+var argoOutputs = append(append([]string{}, trainjob.OutputNames...), "result-loss", "result-model_uri", "result-epochs")
+
+func (argoFace) run(t *testing.T, sc scenario) result {
+	// Argo's controller and plugin watch one namespace; the Workflow owns its TrainJob there.
+	argoRuns.Lock()
+	// Registered first, so it runs last: after RunAgent's cleanup stopped this step's agent.
+	t.Cleanup(argoRuns.Unlock)
+	sc.prepare(t, argoharness.Namespace)
+	wf := argo.Submit(t, argoharness.StepWorkflow("conformance", sc.step, argoOutputs...))
+	t.Cleanup(func() { _ = argo.Client.Delete(context.Background(), wf) })
+	argo.RunAgent(t, wf.Name, timeout)
+	r := &running{ns: argoharness.Namespace, selector: client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)},
+		stop: func(t *testing.T) { stopWorkflow(t, wf.Name) }}
+	sc.act(t, r)
+	got, waiting := waitWorkflow(t, wf.Name)
+	node := argoharness.PluginNode(got)
+	require.NotNil(t, node, argoharness.Nodes(got))
+	t.Logf("workflow %s %s: %s\n%s", got.Name, got.Status.Phase, got.Status.Message, argoharness.Nodes(got))
+	outs := map[string]string{}
+	for _, o := range argoOutputs {
+		outs[o] = argoharness.Output(node, o)
+	}
+	phase := outs[trainjob.OutPhase]
+	switch {
+	case got.Spec.Shutdown != "":
+		phase = stopped
+	case node.Phase == wfv1.NodeSucceeded:
+		phase = "Succeeded"
+	}
+	return result{phase: phase, reason: outs[trainjob.OutReason], message: node.Message, outputs: outs, waiting: waiting, step: r}
+}
+
+// waitWorkflow waits for Workflow name to complete; it returns it and the messages its plugin
+// node had while it ran.
+func waitWorkflow(t *testing.T, name string) (*wfv1.Workflow, string) {
+	t.Helper()
+	var (
+		wf      *wfv1.Workflow
+		waiting []string
+	)
+	require.Eventually(t, func() bool {
+		cur, err := argo.Get(t.Context(), name)
+		if err != nil {
+			return false
+		}
+		wf = cur
+		if n := argoharness.PluginNode(cur); n != nil && !n.Fulfilled() && n.Message != "" && !slices.Contains(waiting, n.Message) {
+			waiting = append(waiting, n.Message)
+		}
+		return cur.Status.Phase.Completed()
+	}, timeout, interval, "workflow %s did not finish", name)
+	return wf, strings.Join(waiting, "\n")
+}
+
+// stopWorkflow is `argo stop`: the Workflow's shutdown strategy set to Stop.
+func stopWorkflow(t *testing.T, name string) {
+	t.Helper()
+	cur, err := argo.Get(t.Context(), name)
+	require.NoError(t, err)
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.Shutdown = wfv1.ShutdownStrategyStop
+	require.NoError(t, argo.Client.Patch(t.Context(), cur, patch))
+}
+
+// tektonFace is trainstep's Tekton controller under Tekton's own: a PipelineRun of one trainstep
+// task, the end in its CustomRun's Succeeded condition (reason, message) and results.
+type tektonFace struct{}
+
+func (tektonFace) name() string { return "tekton" }
+
+func (tektonFace) run(t *testing.T, sc scenario) result {
+	ns := stack.Namespace(t)
+	sc.prepare(t, ns)
+	tektonharness.CreateStepPipelineRun(t, tk.Client, ns, "run", sc.step)
+	r := &running{ns: ns, stop: func(t *testing.T) { cancelPipelineRun(t, ns, "run") }}
+	sc.act(t, r)
+	run, waiting := finishedCustomRun(t, ns)
+	cond := run.Status.Succeeded()
+	t.Logf("CustomRun %s %s: %s", cond.Status, cond.Reason, cond.Message)
+	return result{phase: tektonPhase(run), reason: tektonReason(cond.Reason), message: cond.Message, outputs: tektonOutputs(t, run),
+		waiting: waiting, step: r}
+}
+
+// tektonPhase is the core's phase of a finished CustomRun: its Succeeded condition's status, and
+// its reason for the ends the core names (plugin/tekton/README.md, "Status, cancel, timeout").
+func tektonPhase(run *v1beta1.CustomRun) string {
+	cond := run.Status.Succeeded()
+	switch {
+	case run.IsCancelled():
+		return stopped
+	case cond.Status == corev1.ConditionTrue:
+		return "Succeeded"
+	case cond.Reason == tekton.ReasonTimedOut:
+		return "TimedOut"
+	}
+	return "Failed"
+}
+
+// tektonReason is the core's reason of a CustomRun's: a timeout is Tekton's CustomRunTimedOut
+// there, as Tekton's own controller names a run's.
+func tektonReason(reason string) string {
+	if reason == tekton.ReasonTimedOut {
+		return trainjob.ReasonTimeout
+	}
+	return reason
+}
+
+// tektonOutputs are a CustomRun's results, which it has only once it succeeded (Tekton passes
+// on no result of a failed task); then only the TrainJob's name, in status.extraFields.
+func tektonOutputs(t *testing.T, run *v1beta1.CustomRun) map[string]string {
+	t.Helper()
+	if len(run.Status.Results) == 0 {
+		var extra struct {
+			TrainJob string `json:"trainJob"`
+		}
+		if raw := run.Status.ExtraFields.Raw; len(raw) > 0 {
+			require.NoError(t, json.Unmarshal(raw, &extra))
+		}
+		return map[string]string{trainjob.OutName: extra.TrainJob}
+	}
+	outs := map[string]string{}
+	for _, res := range run.Status.Results {
+		outs[res.Name] = res.Value
+	}
+	return outs
+}
+
+// finishedCustomRun waits for the namespace's one CustomRun to finish; it returns it and the
+// messages of its Succeeded=Unknown condition while it ran.
+func finishedCustomRun(t *testing.T, ns string) (*v1beta1.CustomRun, string) {
+	t.Helper()
+	var (
+		run     *v1beta1.CustomRun
+		waiting []string
+	)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		runs := tektonharness.CustomRuns(ct, t, tk.Client, ns)
+		require.Len(ct, runs, 1)
+		run = &runs[0]
+		cond := run.Status.Succeeded()
+		require.NotNil(ct, cond)
+		if cond.Status == corev1.ConditionUnknown && !slices.Contains(waiting, cond.Message) {
+			waiting = append(waiting, cond.Message)
+		}
+		assert.NotEqual(ct, corev1.ConditionUnknown, cond.Status)
+	}, timeout, interval, "the CustomRun must finish")
+	return run, strings.Join(waiting, "\n")
+}
+
+// cancelPipelineRun cancels PipelineRun ns/name as `tkn pipelinerun cancel` does, once Tekton
+// has recorded its CustomRun (it cancels only the children in status.childReferences).
+func cancelPipelineRun(t *testing.T, ns, name string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		refs, _, _ := unstructured.NestedSlice(tektonharness.GetPipelineRun(ct, t, tk.Client, ns, name).Object, "status", "childReferences")
+		assert.Len(ct, refs, 1)
+	}, timeout, interval)
+	pr := tektonharness.GetPipelineRun(t, t, tk.Client, ns, name)
+	require.NoError(t, tk.Client.Patch(t.Context(), pr, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"status":"Cancelled"}}`))))
+}

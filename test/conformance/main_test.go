@@ -1,0 +1,88 @@
+// Package conformance_test runs one table of step scenarios through every face of trainstep on
+// one real stack (test/internal/realstack: the Trainer and JobSet managers with their webhooks,
+// the Job controller, kube-scheduler and kwok Nodes): `executor run` as the built binary, the
+// Argo executor plugin under Argo's own workflow-controller and agent, and trainstep's Tekton
+// controller under Tekton's own. The faces share one lifecycle (core/lifecycle), so a scenario
+// must end the same way through each, translated into the core's terms; where a face cannot do
+// what the others do, the scenario says so and why.
+package conformance_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/trainstep/trainstep/test/internal/argoharness"
+	"github.com/trainstep/trainstep/test/internal/realstack"
+	"github.com/trainstep/trainstep/test/internal/tektonharness"
+)
+
+var (
+	stack *realstack.Stack
+	bin   string // the executor binary, built from this tree
+	argo  *argoharness.Harness
+	tk    *tektonharness.OnStack
+)
+
+// tokenSeconds is how long Argo's ServiceAccount tokens live: longer than the suite.
+const tokenSeconds = 2 * 60 * 60
+
+// parallel is how many subtests run at once unless -test.parallel says otherwise: they mostly
+// wait on the stack's controllers and kwok's stage delays.
+const parallel = "16"
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", parallel); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	// Missing assets fail the suite before the stack starts, never skip it.
+	if _, err := argoharness.AssetsDir(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if _, err := tektonharness.ControllerBinary(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(realstack.RunWithExecutor(m, &stack, &bin, realstack.Options{}, setUp))
+}
+
+// setUp starts Argo (its controller, the plugin sidecar's process) and Tekton (its controller
+// and trainstep's) on the stack.
+func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
+	assets, err := argoharness.AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.InstallCRDs(ctx, filepath.Join(argoharness.CRDDir(assets), "*.yaml")); err != nil {
+		return nil, fmt.Errorf("installing Argo's CRDs: %w", err)
+	}
+	argo, err = argoharness.Start(ctx, argoharness.Options{
+		Kubeconfig: s.Kubeconfig, Config: s.Config, Scheme: s.Scheme,
+		ServiceAccountConfig: func(ctx context.Context, sa string) (*rest.Config, error) {
+			return s.ServiceAccountConfig(ctx, argoharness.Namespace, sa, tokenSeconds)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting Argo: %w", err)
+	}
+	if tk, err = tektonharness.StartOnStack(ctx, s); err != nil {
+		argo.Stop()
+		return nil, fmt.Errorf("starting Tekton: %w", err)
+	}
+	return func() {
+		tk.Stop()
+		argo.Stop()
+	}, nil
+}
