@@ -147,7 +147,10 @@ func executorImage(assets string) string {
 // CRDDir is the directory of Argo's CRDs in ARGO_ASSETS.
 func CRDDir(assets string) string { return filepath.Join(assets, "crds") }
 
-// Start takes the machine's Argo lock (waiting while another suite holds it, until ctx ends),
+// lockWait bounds the wait for the suites that run Argo before this one.
+const lockWait = 25 * time.Minute
+
+// Start takes the machine's Argo lock (waiting while another suite holds it, up to lockWait),
 // applies Argo's prerequisites and manifests/argo in Namespace, starts the workflow-controller
 // and the plugin binary, and returns once the plugin is ready. Argo's CRDs must be installed.
 // The processes run until Stop.
@@ -177,7 +180,12 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 	if h.watcher, err = client.NewWithWatch(opts.Config, client.Options{Scheme: opts.Scheme}); err != nil {
 		return nil, err
 	}
-	if h.lock, err = acquireLock(ctx); err != nil {
+	// The wait for another Argo suite is not the suite's set-up: three suites share the lock
+	// (test/realstack/argo, test/e2e/argo, test/conformance), and under `go test ./...` one may
+	// queue behind both others for longer than realstack.SetUpTimeout. go test's -timeout bounds it.
+	lockCtx, cancelLock := context.WithTimeout(context.WithoutCancel(ctx), lockWait)
+	defer cancelLock()
+	if h.lock, err = acquireLock(lockCtx); err != nil {
 		return nil, err
 	}
 	if h.workdir, err = os.MkdirTemp("", "trainstep-argoharness-"); err != nil {
