@@ -81,7 +81,9 @@ startTimeout: 20s
 // and message (mirrored), naming the cluster, and saying the log tail is not delivered rather
 // than looking for pods the manager does not have.
 func TestMultiKueueFailureCarriesTheRemoteCause(t *testing.T) {
-	t.Parallel() // a namespace and queue of its own on each cluster, 1 GPU
+	// Not parallel: the runtime it installs is a second torch runtime on both clusters while it
+	// exists, and a torch step of a parallel test that names none would be refused as ambiguous.
+	// A sequential test runs, and removes it, before the parallel ones resume.
 	ns := manager.Namespace(t)
 	q := manager.MultiKueueQueue(t, worker, ns, realstack.NodeGPUs)
 	// Kueue on both clusters reads the runtime (the manager's to size the Workload).
