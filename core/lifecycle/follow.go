@@ -61,8 +61,7 @@ func (e *Engine) conclude(ctx context.Context, v trainjob.Verdict) Status {
 	switch {
 	case v.Keep:
 		v.Observation = obs
-		kept, err := trainjob.ConcludeKeep(ctx, e.Writer, v)
-		st.Observation, st.Err, st.Kept = kept, err, err == nil
+		st.Observation, st.Kept, st.Err = trainjob.ConcludeKeep(ctx, e.Writer, v)
 	case v.Delete:
 		if err := trainjob.Delete(ctx, e.Writer, obs.Namespace, obs.Name); err != nil {
 			st.Err = err

@@ -179,36 +179,14 @@ func timedOut(obs Observation, now time.Time, msg string) Observation {
 	return obs
 }
 
-// Conclude carries out a terminal verdict, for a face that is not asked again when this fails
-// (the CLI's wait, an Argo call): the failing pod's log tail, read while the pods are still
-// there, then the delete a deadline asks for, retried through an outage (DeleteWithRetry) for as
-// long as ctx allows, or the keep (Keep). A face that is asked again (a reconciler) deletes with
-// Delete, keeps with ConcludeKeep, and requeues.
-func Conclude(ctx context.Context, c client.Writer, t Tailer, v Verdict) (Observation, error) {
-	obs := t.WithTail(ctx, v)
-	if v.Keep {
-		return keepVerdict(ctx, c, obs, keptWhy(v), true)
-	}
-	if !v.Delete {
-		return obs, nil
-	}
-	if err := DeleteWithRetry(ctx, c, obs.Namespace, obs.Name); err != nil {
-		return obs, err
-	}
-	if obs.Phase == PhaseTimedOut {
-		obs.Message += "; it was deleted"
-	}
-	return obs, nil
-}
-
-// ConcludeKeep marks the TrainJob of a verdict that asks for it kept (v.Keep), once, for a face
-// that is asked again (a reconciler requeues on the error). A refusal no retry fixes is said in
-// the message.
-func ConcludeKeep(ctx context.Context, c client.Writer, v Verdict) (Observation, error) {
+// ConcludeKeep marks the TrainJob of a verdict that asks for it kept (v.Keep), once; kept says
+// it is marked. A refusal no retry fixes is said in the message (kept false, no error); another
+// failure is the error, and the face looks again.
+func ConcludeKeep(ctx context.Context, c client.Writer, v Verdict) (obs Observation, kept bool, err error) {
 	if !v.Keep {
-		return v.Observation, nil
+		return v.Observation, false, nil
 	}
-	return keepVerdict(ctx, c, v.Observation, keptWhy(v), false)
+	return keepVerdict(ctx, c, v.Observation, keptWhy(v))
 }
 
 // keptWhy is the value of AnnotationKept: when the timeout kept the job.

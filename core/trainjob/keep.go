@@ -58,25 +58,19 @@ func DeleteUnlessKept(ctx context.Context, c client.Writer, tj *trainer.TrainJob
 	return false, fmt.Errorf("deleting TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
 }
 
-// keepVerdict carries out the keep a timed-out verdict asks for, once or (retry) through an
-// apiserver outage as DeleteWithRetry does. A refusal no retry can fix (the face may not patch
-// TrainJobs: RBAC from before kept jobs were recorded) is said in the message instead of holding
-// the step open: the job still runs, but cleanup may take it.
-func keepVerdict(ctx context.Context, c client.Writer, obs Observation, why string, retry bool) (Observation, error) {
-	keep := func() error { return Keep(ctx, c, obs.Namespace, obs.Name, why) }
-	var err error
-	if retry {
-		err = withRetry(ctx, keep)
-	} else {
-		err = keep()
-	}
+// keepVerdict carries out the keep a timed-out verdict asks for. A refusal no retry can fix (the
+// face may not patch TrainJobs: RBAC from before kept jobs were recorded) is said in the message
+// instead of holding the step open: the job still runs, but cleanup may take it. Any other
+// failure is returned: the face looks again.
+func keepVerdict(ctx context.Context, c client.Writer, obs Observation, why string) (Observation, bool, error) {
+	err := Keep(ctx, c, obs.Namespace, obs.Name, why)
 	switch {
 	case err == nil:
-		return obs, nil
+		return obs, true, nil
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
 		obs.Message += fmt.Sprintf("; but it could not be marked kept, so trainstep's cleanup may still delete it "+
 			"(grant patch on trainjobs to trainstep's ServiceAccount): %v", err)
-		return obs, nil
+		return obs, false, nil
 	}
-	return obs, err
+	return obs, false, err
 }
