@@ -41,7 +41,7 @@ FUZZTIME ?= 10s
 TEST_ASSETS := control-plane trainer-modules
 include $(wildcard hack/make/*.mk)
 
-.PHONY: all build image release docker-image test test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
+.PHONY: all build image release docker-image test test-suites test-argov4 test-fuzz test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
 
 all: build
 
@@ -89,12 +89,27 @@ verify: ## fail when a generated file is stale
 # entry, which plain `go test` then replays).
 TEST_FUZZTIME ?= 5s
 
-test: lint verify build test-assets ## everything: unit, integration on a real apiserver, end to end, fuzzing
-	go test -count=1 -timeout 30m ./...
-	@# One corner of the compatibility matrix (make test-compat has the rest): the plugin's wire
-	@# decoded with Argo v4's own types, the release most likely to drift from the v3 types it is
-	@# built with. Its own module, so the main go.mod keeps one Argo major; no binary to build.
+# `make test` runs what does not depend on each other side by side. One cold asset build keeps
+# about 1.2 of the 2 cores busy (module downloads and links are serial), and a real-stack suite
+# about 0.4 (its controllers mostly wait), so on 2 cores TEST_JOBS builds and TEST_PACKAGES test
+# binaries at once finish sooner than one at a time; docs/testing.md has the figures. -Oline keeps
+# each line of their output whole.
+TEST_JOBS     ?= 4
+TEST_PACKAGES ?= 4
+
+test: ## everything: lint, unit, integration on a real apiserver, end to end, fuzzing
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) -Oline test-suites test-argov4 test-fuzz
+
+test-suites: lint verify build test-assets
+	go test -count=1 -p $(TEST_PACKAGES) -timeout 30m ./...
+
+# One corner of the compatibility matrix (make test-compat has the rest): the plugin's wire decoded
+# with Argo v4's own types, the release most likely to drift from the v3 types it is built with. Its
+# own module, so the main go.mod keeps one Argo major; no binary to build.
+test-argov4:
 	cd test/compat/argov4 && go test -count=1 ./...
+
+test-fuzz:
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 test-unit: lint verify ## every package that needs no control plane (all but ./test/...)
