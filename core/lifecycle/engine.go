@@ -129,7 +129,7 @@ func (e *Engine) Look(ctx context.Context, s Step) Status {
 }
 
 func (e *Engine) look(ctx context.Context, s Step) Status {
-	tj, err := e.job(ctx, s)
+	tj, err := e.Find(ctx, s.Namespace, s.Identity)
 	if err != nil {
 		return Status{Err: err, Observation: trainjob.Observation{Namespace: s.Namespace, Name: s.Recorded}}
 	}
@@ -145,22 +145,24 @@ func (e *Engine) look(ctx context.Context, s Step) Status {
 	return e.follow(ctx, s, tj)
 }
 
-// job is the attempt's TrainJob as the face's cache has it: by its name, or else by its
-// identity labels (a job an earlier release made under another name). Nil when neither.
-func (e *Engine) job(ctx context.Context, s Step) (*trainer.TrainJob, error) {
+// Find is the attempt's TrainJob as the face's cache has it: by its name, or else by its
+// identity labels (a job an earlier release made under another name). Nil when neither; a job
+// of that name that is someone else's when only the name matches (Look fails the step on it).
+// With Cluster.Shared it is the cache's own object: read it only.
+func (e *Engine) Find(ctx context.Context, namespace string, id trainjob.Identity) (*trainer.TrainJob, error) {
 	tj := &trainer.TrainJob{}
 	var opts []client.GetOption
 	if e.Shared {
 		opts = append(opts, client.UnsafeDisableDeepCopy)
 	}
-	err := e.Cache.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Identity.Name()}, tj, opts...)
+	err := e.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: id.Name()}, tj, opts...)
 	switch {
-	case err == nil && s.Identity.Owns(tj.Labels):
+	case err == nil && id.Owns(tj.Labels):
 		return tj, nil
 	case err != nil && !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("reading TrainJob %s/%s: %w", s.Namespace, s.Identity.Name(), err)
+		return nil, fmt.Errorf("reading TrainJob %s/%s: %w", namespace, id.Name(), err)
 	}
-	found, ferr := trainjob.FindByIdentity(ctx, e.Cache, s.Namespace, s.Identity, e.Indexed)
+	found, ferr := trainjob.FindByIdentity(ctx, e.Cache, namespace, id, e.Indexed)
 	switch {
 	case ferr != nil:
 		return nil, ferr

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -36,26 +34,6 @@ func Keep(ctx context.Context, c client.Writer, namespace, name, why string) err
 		return fmt.Errorf("marking TrainJob %s/%s kept (keepOnTimeout): %w", namespace, name, err)
 	}
 	return nil
-}
-
-// DeleteUnlessKept deletes a TrainJob a face read (from a cache, say) unless it is kept. The
-// delete is preconditioned on the version read, so a keep written since (by the face that timed
-// the step out, in another process) makes it fail with a Conflict instead of deleting a kept
-// job: the caller reads again. deleted is false when the job was kept or already gone.
-func DeleteUnlessKept(ctx context.Context, c client.Writer, tj *trainer.TrainJob) (deleted bool, err error) {
-	if Kept(tj) {
-		return false, nil
-	}
-	uid, rv := tj.UID, tj.ResourceVersion
-	err = c.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name}},
-		client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid, ResourceVersion: &rv})
-	switch {
-	case err == nil:
-		return true, nil
-	case apierrors.IsNotFound(err):
-		return false, nil
-	}
-	return false, fmt.Errorf("deleting TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
 }
 
 // keepVerdict carries out the keep a timed-out verdict asks for. A refusal no retry can fix (the

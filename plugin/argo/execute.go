@@ -122,8 +122,8 @@ func (p *Plugin) execute(ctx context.Context, c *call, ready func(context.Contex
 // the retried node the failed job of the run before. One read from the apiserver, once per step.
 func (p *Plugin) runIdentity(ctx context.Context, req *request, wf *wfv1.Workflow) (trainjob.Identity, *wfv1.Workflow, error) {
 	id := req.identityIn(wf)
-	existing, found, err := p.stepJob(ctx, id)
-	if err != nil || !found || wf == nil || !trainjob.Observe(existing, nil).Phase.Terminal() {
+	existing, err := p.engine.Find(ctx, req.Namespace, id)
+	if err != nil || existing == nil || !id.Owns(existing.Labels) || wf == nil || !trainjob.Observe(existing, nil).Phase.Terminal() {
 		return id, wf, err
 	}
 	if fresh, ferr := p.workflowOf(ctx, p.api, req); ferr == nil && fresh != nil && runOf(fresh) != runOf(wf) {
@@ -163,27 +163,6 @@ func runOf(wf *wfv1.Workflow) string {
 		return ""
 	}
 	return strconv.FormatInt(wf.Status.StartedAt.Unix(), 10)
-}
-
-// stepJob is the identity's TrainJob as the cache has it: by its name, or else by its identity
-// labels, for a job an earlier release made under another name (an upgrade while the step ran;
-// trainjob.FindByIdentity, an index read).
-func (p *Plugin) stepJob(ctx context.Context, id trainjob.Identity) (*trainer.TrainJob, bool, error) {
-	if tj, ok := p.cached(ctx, id); ok {
-		return tj, true, nil
-	}
-	tj, err := trainjob.FindByIdentity(ctx, p.cache, p.opts.Namespace, id, true)
-	return tj, tj != nil, err
-}
-
-// cached returns the identity's TrainJob as the cache has it, sharing the cache's maps and
-// slices (no copy per call): read it only.
-func (p *Plugin) cached(ctx context.Context, id trainjob.Identity) (*trainer.TrainJob, bool) {
-	tj := &trainer.TrainJob{}
-	if err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.opts.Namespace, Name: id.Name()}, tj, client.UnsafeDisableDeepCopy); err != nil || !id.Owns(tj.Labels) {
-		return nil, false
-	}
-	return tj, true
 }
 
 // createdBefore reports whether a TrainJob of this name was created for the step before. What

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainstep/trainstep/core/lifecycle"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/internal/managed"
 )
@@ -103,14 +104,11 @@ func (j *Janitor) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	var again bool
 	for i := range list.Items {
 		tj := &list.Items[i]
-		if tj.DeletionTimestamp != nil || trainjob.Observe(tj, nil).Phase.Terminal() {
-			continue
-		}
 		why := orphaned(wf, tj)
 		if why == "" {
 			continue
 		}
-		deleted, err := trainjob.DeleteUnlessKept(ctx, j.client, tj)
+		deleted, err := lifecycle.Abandon(ctx, j.client, tj)
 		switch {
 		case apierrors.IsConflict(err):
 			again = true // changed since the cache showed it (kept, perhaps): look again

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/lifecycle"
 	"github.com/trainstep/trainstep/core/trainjob"
 )
 
@@ -121,12 +122,9 @@ func (r *reaper) reconcile(ctx context.Context, key types.NamespacedName) error 
 	var errs []error
 	for i := range list.Items {
 		tj := &list.Items[i]
-		if tj.DeletionTimestamp != nil || trainjob.Observe(tj, nil).Phase.Terminal() {
-			continue
-		}
 		// Preconditioned on the version cached: a job kept since (keepOnTimeout) is a Conflict,
 		// and the retry reads it kept.
-		deleted, err := trainjob.DeleteUnlessKept(ctx, r.api, tj)
+		deleted, err := lifecycle.Abandon(ctx, r.api, tj)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -149,7 +147,7 @@ func (r *reaper) sweep(ctx context.Context) error {
 	for i := range list.Items {
 		tj := &list.Items[i]
 		name := ownerWorkflow(tj)
-		if name == "" || tj.DeletionTimestamp != nil || trainjob.Observe(tj, nil).Phase.Terminal() {
+		if name == "" {
 			continue
 		}
 		key := types.NamespacedName{Namespace: tj.Namespace, Name: name}
@@ -167,7 +165,7 @@ func (r *reaper) sweep(ctx context.Context) error {
 		if wf == nil || string(wf.UID) != tj.Labels[trainjob.LabelOwnerUID] || stopping(wf) == "" {
 			continue
 		}
-		if _, err := trainjob.DeleteUnlessKept(ctx, r.api, tj); err != nil {
+		if _, err := lifecycle.Abandon(ctx, r.api, tj); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -1,0 +1,36 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+)
+
+// Abandon ends, from outside any look, the step of a TrainJob whose pipeline stopped or went
+// away while it trained (an Argo workflow shut down or finished, read by the plugin's reaper and
+// the cluster's janitor): the job is deleted, as a stopped step's is, unless it already ended, is
+// being deleted, or was kept past its timeout (keepOnTimeout). tj is the job as the caller read
+// it (from a cache, say); the delete is preconditioned on that version, so a keep written since
+// by the face that timed the step out, in another process, fails it with a Conflict instead of
+// deleting a kept job: the caller reads again. deleted is false when nothing was deleted.
+func Abandon(ctx context.Context, w client.Writer, tj *trainer.TrainJob) (deleted bool, err error) {
+	if tj.DeletionTimestamp != nil || trainjob.Kept(tj) || trainjob.Observe(tj, nil).Phase.Terminal() {
+		return false, nil
+	}
+	uid, rv := tj.UID, tj.ResourceVersion
+	err = w.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name}},
+		client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("deleting TrainJob %s/%s of a stopped pipeline: %w", tj.Namespace, tj.Name, err)
+}
