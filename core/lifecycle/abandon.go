@@ -20,7 +20,7 @@ import (
 // by the face that timed the step out, in another process, fails it with a Conflict instead of
 // deleting a kept job: the caller reads again. deleted is false when nothing was deleted.
 func Abandon(ctx context.Context, w client.Writer, tj *trainer.TrainJob) (deleted bool, err error) {
-	if tj.DeletionTimestamp != nil || trainjob.Kept(tj) || trainjob.Observe(tj, nil).Phase.Terminal() {
+	if !Abandonable(tj) {
 		return false, nil
 	}
 	uid, rv := tj.UID, tj.ResourceVersion
@@ -33,4 +33,11 @@ func Abandon(ctx context.Context, w client.Writer, tj *trainer.TrainJob) (delete
 		return false, nil
 	}
 	return false, fmt.Errorf("deleting TrainJob %s/%s of a stopped pipeline: %w", tj.Namespace, tj.Name, err)
+}
+
+// Abandonable says whether Abandon would delete tj: it still trains, is not being deleted and
+// was not kept. A caller that must read more to decide (the sweep reads each job's Workflow
+// from the apiserver) asks first and reads only for these.
+func Abandonable(tj *trainer.TrainJob) bool {
+	return tj.DeletionTimestamp == nil && !trainjob.Kept(tj) && !trainjob.Observe(tj, nil).Phase.Terminal()
 }

@@ -123,7 +123,7 @@ func (p *Plugin) execute(ctx context.Context, c *call, ready func(context.Contex
 func (p *Plugin) runIdentity(ctx context.Context, req *request, wf *wfv1.Workflow) (trainjob.Identity, *wfv1.Workflow, error) {
 	id := req.identityIn(wf)
 	existing, err := p.engine.Find(ctx, req.Namespace, id)
-	if err != nil || existing == nil || !id.Owns(existing.Labels) || wf == nil || !trainjob.Observe(existing, nil).Phase.Terminal() {
+	if err != nil || existing == nil || !id.Adopts(existing) || wf == nil || !trainjob.Observe(existing, nil).Phase.Terminal() {
 		return id, wf, err
 	}
 	if fresh, ferr := p.workflowOf(ctx, p.api, req); ferr == nil && fresh != nil && runOf(fresh) != runOf(wf) {

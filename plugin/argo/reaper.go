@@ -147,7 +147,7 @@ func (r *reaper) sweep(ctx context.Context) error {
 	for i := range list.Items {
 		tj := &list.Items[i]
 		name := ownerWorkflow(tj)
-		if name == "" {
+		if name == "" || !lifecycle.Abandonable(tj) { // no Workflow read for a job nothing would delete
 			continue
 		}
 		key := types.NamespacedName{Namespace: tj.Namespace, Name: name}
