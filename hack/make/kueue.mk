@@ -12,5 +12,5 @@ TEST_ASSETS += kueue-binaries
 kueue-binaries: ## the Kueue manager, for the real stack's Kueue suites
 	KUEUE_VERSION=$(KUEUE_VERSION) bash hack/build-kueue.sh "$(KUEUE_ASSETS)"
 
-# Real-stack suites start Kueue (test/realstack/kueue, argo, tekton and multikueue).
+# The conformance suite and test/realstack/multikueue start Kueue.
 test-realstack: kueue-binaries

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
@@ -25,8 +26,21 @@ type scenario struct {
 	name string
 	// step is the trainstep step document, the same for every face.
 	step string
-	// setup prepares namespace ns before the step starts; action acts on the running step.
-	setup  func(t *testing.T, ns string)
+	// ownNode, when set, gives the step a Node of its own (stack.PrivateNode), which the step
+	// names nodeName (in its pod.nodeSelector) and an action may cordon.
+	ownNode bool
+	// queue, when set, puts the step in a Kueue queue of its own (stack.KueueQueue in the step's
+	// namespace): the step and the wanted messages name it queueName.
+	queue *queue
+	// upgrade, when set, has the release before this one make the step's TrainJob before the
+	// face first looks (createPrevious), as an upgrade of trainstep mid-step leaves it.
+	upgrade bool
+	// retries is how often the step's engine runs it again after it failed: Argo's retryStrategy,
+	// Tekton's retries, and for `executor run` the engine running the container step again with
+	// the next --attempt, as Argo's retryStrategy does with "{{retries}}".
+	retries int
+	// setup prepares the step's namespace before the step starts; action acts on the running step.
+	setup  func(t *testing.T, r *running)
 	action func(t *testing.T, r *running)
 	want   want
 	// also checks what else the step left in the cluster, beyond what every scenario checks.
@@ -57,10 +71,40 @@ const (
 	kept = "kept"
 )
 
-func (sc scenario) prepare(t *testing.T, ns string) {
-	if sc.setup != nil {
-		sc.setup(t, ns)
+// queue is a step's Kueue queue: a ClusterQueue whose binding quota is gpus GPUs. Every Kueue
+// scenario asks for one GPU and blocks with one: the table runs at once, and Kueue's quota is not
+// the Nodes' capacity, so a pod left Pending by other scenarios' GPUs would be evicted by
+// waitForPodsReady and change the counts a scenario asserts.
+type queue struct{ gpus int }
+
+// queueName stands for the step's queue in a scenario's step and wanted messages, nodeName for
+// its own Node in its step.
+const (
+	queueName = "QUEUE_NAME"
+	nodeName  = "NODE_NAME"
+)
+
+// prepare makes what the step needs in r's namespace (its queue, then setup's) and returns the
+// step as the face submits it.
+func (sc scenario) prepare(t *testing.T, r *running) string {
+	if sc.queue != nil {
+		r.queue = stack.KueueQueue(t, r.ns, sc.queue.gpus)
 	}
+	if sc.ownNode {
+		r.node = stack.PrivateNode(t)
+	}
+	if sc.setup != nil {
+		sc.setup(t, r)
+	}
+	return strings.NewReplacer(queueName, r.queue, nodeName, r.node, denyValue, r.deny).Replace(sc.step)
+}
+
+// in is w with queueName in its regexps replaced by the step's queue.
+func (w want) in(queue string) want {
+	q := regexp.QuoteMeta(queue)
+	w.message = strings.ReplaceAll(w.message, queueName, q)
+	w.waiting = strings.ReplaceAll(w.waiting, queueName, q)
+	return w
 }
 
 func (sc scenario) act(t *testing.T, r *running) {
@@ -236,7 +280,158 @@ timeout: 5m
 `,
 		action: deleteOnceStarted,
 		want:   want{phase: "Failed", reason: lifecycle.ReasonTrainJobDeleted, trainJob: gone},
+	}, {
+		name: "ForbiddenToCreateTheTrainJob",
+		// The apiserver answers 403 to the create: the step fails at once, saying what to grant,
+		// and nothing is left to train.
+		setup: denyCreate,
+		step: `
+framework: torch
+runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
+labels: {` + denyLabel + `: ` + denyValue + `}
+trainer:
+  numNodes: 1
+  func: |
+    def train():
+        pass
+timeout: 3m
+`,
+		want: want{phase: "Failed", reason: lifecycle.ReasonForbidden,
+			message:  `(?s)trainstep may not create the TrainJob; grant it the rules trainstep's install gives .*this step may not create TrainJobs in `,
+			trainJob: gone},
+	}, {
+		name: "AStartedJobWhosePodIsReplaced",
+		// Node 0's pod is evicted while the step's own Node is cordoned, so its replacement waits
+		// for a Node past the startTimeout: a job that started is not failed for that, and the
+		// step says what happened to node 0 and why its replacement waits.
+		ownNode: true,
+		step: `
+framework: torch
+runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 2
+  env: {KWOK_RUN_SECONDS: "45"}
+  func: |
+    def train():
+        pass
+pod:
+  nodeSelector: {` + realstack.PrivateNodeLabel + `: ` + nodeName + `}
+timeout: 4m
+startTimeout: 30s
+`,
+		action: evictWhileCordoned,
+		want: want{phase: "Succeeded",
+			waiting: `is running: 1/2 nodes; node 0 \(pod \S+\) was evicted, attempt 1: ` + regexp.QuoteMeta(evicted) +
+				`; the Job is retrying it: its replacement \(pod `},
+		also:  startRecorded,
+		lacks: lacksPodBlock,
+	}, {
+		name: "AdoptsThePreviousReleasesTrainJob",
+		// trainstep was upgraded while the step ran: this release names and labels a step's
+		// TrainJob differently, and finds the earlier one by its identity instead of starting a
+		// second training.
+		upgrade: true,
+		step: `
+framework: torch
+runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  env: {KWOK_RUN_SECONDS: "5"}
+  func: |
+    def train():
+        pass
+timeout: 3m
+`,
+		want: want{phase: "Succeeded"},
+		also: adoptedThePrevious,
+		skip: map[string]string{"tekton": "the controller takes a CustomRun up the moment Tekton creates it, so no earlier " +
+			"release's TrainJob can be put there first; test/integration/tekton's TestUpgradeMidRunAdoptsThePreviousReleasesTrainJob " +
+			"starts the controller after writing it"},
+	}, {
+		name: "ARetryTrainsAgain",
+		step: `
+framework: torch
+runtime: {name: ` + realstack.NoRetryRuntime + `, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  env: {KWOK_FAIL: "1"}
+  func: |
+    def train():
+        raise SystemExit(1)
+timeout: 3m
+`,
+		retries: 1,
+		// Both attempts fail; the second has a TrainJob of its own, not the first's answer again.
+		want: want{phase: "Failed", reason: "FailedJobs", outputs: map[string]string{trainjob.OutName: `^\S+$`}},
+		also: trainedTwice,
+	}, {
+		name: "KueueQueuedPastStartTimeoutThenAdmitted",
+		// The queue's one GPU is held for 30 s by a job Kueue admitted first; startTimeout counts
+		// from the step's admission, not its TrainJob's creation.
+		queue: &queue{gpus: 1},
+		setup: func(t *testing.T, r *running) { stack.KueueBlocker(t, r.ns, r.queue, 1, 30, "") },
+		step:  queuedStep("startTimeout: 15s\n"),
+		want: want{phase: "Succeeded",
+			outputs: map[string]string{trainjob.OutQueueWait: `^\d+$`, trainjob.OutPreemptions: `^0$`},
+			waiting: `(?s) is queued in LocalQueue ` + queueName + ` \(Workload .*insufficient unused quota for nvidia\.com/gpu in flavor ` + realstack.KueueFlavor},
+		also: queuedLongerThan(15),
+	}, {
+		name: "KueuePreemptedThenRequeued",
+		// A high-priority job takes the queue's one GPU from the running low-priority step.
+		queue:  &queue{gpus: 1},
+		step:   queuedStep("labels: {"+realstack.KueuePriorityLabel+": "+realstack.KueueLowPriority+"}\n", "KWOK_RUN_SECONDS: \"20\""),
+		action: preemptOnceStarted,
+		want: want{phase: "Succeeded",
+			outputs: map[string]string{trainjob.OutPreemptions: `^1$`, trainjob.OutEvictions: `^1$`},
+			waiting: `(?s) was preempted by Kueue \(InClusterQueue\): .*; requeued in LocalQueue ` + queueName},
+	}, {
+		name: "KueueEvictedByWaitForPodsReadyThenRequeued",
+		// Its pods are held from Ready (realstack.HoldReadyEnv) until the second admission's.
+		queue:  &queue{gpus: 1},
+		step:   queuedStep("startTimeout: 1m\n", realstack.HoldReadyEnv+`: "1"`),
+		action: releaseReadmitted,
+		want: want{phase: "Succeeded",
+			outputs: map[string]string{trainjob.OutPreemptions: `^0$`, trainjob.OutEvictions: `^1$`},
+			waiting: ` was evicted by Kueue \(PodsReadyTimeout\): `},
+	}, {
+		name: "KueueDeactivatedWorkload",
+		// Never Ready: evicted, requeued once (realstack.KueueRequeuingLimit), evicted again, and
+		// deactivated; Kueue will not admit it again, so the step ends rather than wait.
+		queue: &queue{gpus: 1},
+		step:  queuedStep("", realstack.HoldReadyEnv+`: "1"`),
+		want: want{phase: "Failed", reason: "DeactivatedDueToRequeuingLimitExceeded",
+			message:  `(?s)Kueue deactivated its Workload.*exceeding the maximum number of re-queuing retries`,
+			trainJob: gone},
+		also: func(t *testing.T, got result) {
+			assert.NotContains(t, got.message, "last lines of", "no pod's log explains a deactivation")
+		},
+	}, {
+		name: "KueueStoppedWhileQueued",
+		// A queue with no GPU quota never admits the step.
+		queue:  &queue{gpus: 0},
+		step:   queuedStep(""),
+		action: stopOnceQueued,
+		want:   want{phase: stopped, trainJob: gone},
+		also:   noWorkloadLeft,
 	}}
+}
+
+// queuedStep is a one-node, one-GPU step in the scenario's queue, with extra (unindented) and
+// env (the trainer's, as `NAME: "value"`) added.
+func queuedStep(extra string, env ...string) string {
+	return `
+framework: torch
+runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
+queueName: ` + queueName + `
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: 1}
+  env: {` + strings.Join(env, ", ") + `}
+  func: |
+    def train():
+        pass
+timeout: 4m
+` + extra
 }
 
 // TestConformance runs every scenario through every face, all at once (the Argo face's steps one
@@ -261,7 +456,7 @@ func TestConformance(t *testing.T) {
 					}
 					t.Parallel()
 					got := f.run(t, sc)
-					check(t, sc.want, got)
+					check(t, sc.want.in(got.step.queue), got)
 					if sc.also != nil {
 						sc.also(t, got)
 					}
@@ -311,6 +506,112 @@ func check(t *testing.T, w want, got result) {
 		assert.Nil(t, tj.DeletionTimestamp)
 		assert.False(t, trainjob.Observe(tj, nil).Phase.Terminal(), "it still trains: %+v", tj.Status.Conditions)
 	}
+}
+
+// evicted is the message of the eviction evictWhileCordoned makes, as the kubelet words one.
+const evicted = "The node was low on resource: memory."
+
+// evictWhileCordoned evicts node 0's pod once both of the step's nodes run, with the step's own
+// Node cordoned, and uncordons it once the step said its replacement waits for a Node and the
+// startTimeout (30 s) has passed.
+func evictWhileCordoned(t *testing.T, r *running) {
+	r.waitSaid(t, `is running: 2/2 nodes`)
+	tj := r.started(t)
+	pods := &corev1.PodList{}
+	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(r.ns), client.MatchingLabels{
+		trainjob.LabelJobSetName: tj.Name, trainjob.LabelReplicatedJob: trainjob.NodeJob, trainjob.LabelCompletionIndex: "0"}))
+	require.Len(t, pods.Items, 1)
+	uncordon := stack.CordonNode(t, r.node)
+	require.NoError(t, stack.Evict(t.Context(), r.ns, pods.Items[0].Name, evicted))
+	r.waitSaid(t, `its replacement \(pod .*were unschedulable`)
+	require.Eventually(t, func() bool { return time.Since(tj.CreationTimestamp.Time) > 32*time.Second }, timeout, interval,
+		"the replacement must wait past the startTimeout")
+	uncordon()
+}
+
+// startRecorded: the step's TrainJob is not deleted and carries the start record.
+func startRecorded(t *testing.T, got result) {
+	tjs := got.step.trainJobs(t)
+	require.Len(t, tjs, 1, "the TrainJob is not deleted")
+	_, err := time.Parse(time.RFC3339, tjs[0].Annotations[trainjob.AnnotationStartedAt])
+	assert.NoError(t, err, "the start is recorded on the TrainJob: %v", tjs[0].Annotations)
+}
+
+// lacksPodBlock: Trainer v2.0 refuses a step's pod block (it has no podTemplateOverrides).
+func lacksPodBlock() string {
+	if tr, _, err := realstack.Release(stack.Assets); err == nil && minorOf(tr) < 1 {
+		return fmt.Sprintf("Trainer %s has no podTemplateOverrides, so a step cannot choose its pods' Node", tr)
+	}
+	return ""
+}
+
+// preemptOnceStarted admits a high-priority job to the step's queue once the step started: Kueue
+// preempts the step for it.
+func preemptOnceStarted(t *testing.T, r *running) {
+	r.started(t)
+	stack.KueueBlocker(t, r.ns, r.queue, 1, 10, realstack.KueueHighPriority)
+}
+
+// releaseReadmitted lets the step's held pods become Ready once Kueue has evicted it and admitted
+// it again: those made since that admission.
+func releaseReadmitted(t *testing.T, r *running) {
+	require.Eventually(t, func() bool {
+		tjs := r.trainJobs(t)
+		if len(tjs) != 1 {
+			return false
+		}
+		w, err := trainjob.FindWorkload(t.Context(), stack.Client, &tjs[0])
+		// Admitted with no eviction on record: admitted again, not the first admission before
+		// Kueue took it back (then its pods, made since AdmittedAt as well, are the old ones).
+		return err == nil && w != nil && w.Evictions > 0 && w.Admitted && w.EvictedReason == "" &&
+			stack.ReleaseHeldPods(t, r.ns, w.AdmittedAt) > 0
+	}, timeout, interval, "Kueue must admit the step again")
+}
+
+// stopOnceQueued stops the step once Kueue made its TrainJob's Workload.
+func stopOnceQueued(t *testing.T, r *running) {
+	require.Eventually(t, func() bool {
+		for _, tj := range r.trainJobs(t) {
+			if w, err := trainjob.FindWorkload(t.Context(), stack.Client, &tj); err == nil && w != nil {
+				r.job = tj.DeepCopy()
+				return true
+			}
+		}
+		return false
+	}, timeout, interval, "Kueue must make the step's Workload")
+	r.stop(t)
+}
+
+// noWorkloadLeft: the Workload of the TrainJob the action saw went with it, so Kueue admits
+// nothing later.
+func noWorkloadLeft(t *testing.T, got result) {
+	require.NotNil(t, got.step.job)
+	require.Eventually(t, func() bool {
+		l := trainjob.NewWorkloadList()
+		return stack.Client.List(t.Context(), l, client.InNamespace(got.step.ns),
+			client.MatchingLabels{trainjob.LabelKueueJobUID: string(got.step.job.UID)}) == nil && len(l.Items) == 0
+	}, timeout, interval, "the Workload must be gone")
+}
+
+// queuedLongerThan: the premise of a queued scenario, that the step waited in its queue longer
+// than its startTimeout.
+func queuedLongerThan(seconds int) func(t *testing.T, got result) {
+	return func(t *testing.T, got result) {
+		wait, err := strconv.Atoi(got.outputs[trainjob.OutQueueWait])
+		require.NoError(t, err, "outputs: %v", got.outputs)
+		assert.Greater(t, wait, seconds, "it waited in the queue longer than its startTimeout")
+	}
+}
+
+// trainedTwice: each of the two attempts had a TrainJob of its own, and the step reports the
+// last one's.
+func trainedTwice(t *testing.T, got result) {
+	var names []string
+	for _, tj := range got.step.trainJobs(t) {
+		names = append(names, tj.Name)
+	}
+	require.Len(t, names, 2, "one TrainJob per attempt")
+	assert.Contains(t, names, got.outputs[trainjob.OutName])
 }
 
 // returnedByThePod: the return value really is node-0's termination message, as the kubelet

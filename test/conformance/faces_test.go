@@ -3,7 +3,9 @@ package conformance_test
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -11,10 +13,12 @@ import (
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/google/uuid"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +28,8 @@ import (
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
 	"github.com/trainstep/trainstep/test/internal/argoharness"
+	"github.com/trainstep/trainstep/test/internal/previous"
+	"github.com/trainstep/trainstep/test/internal/realstack"
 	"github.com/trainstep/trainstep/test/internal/tektonharness"
 )
 
@@ -60,9 +66,78 @@ type result struct {
 // running is a step a face has started: where its TrainJob lives and how the face stops it.
 type running struct {
 	ns string
+	// queue is the step's Kueue LocalQueue ("" when it has none).
+	queue string
 	// selector tells this step's TrainJobs from others of ns (Argo's shared namespace).
 	selector client.MatchingLabels
 	stop     func(t *testing.T)
+	// job is the step's TrainJob as an action last saw it (nil when none looked).
+	job *trainer.TrainJob
+	// node is the step's own Node (stack.PrivateNode; "" when it has none).
+	node string
+	// deny is the step's denyLabel value ("" when nothing denies it).
+	deny string
+	// previous is the TrainJob the release before this one made for the step (createPrevious; ""
+	// when none).
+	previous string
+
+	mu    sync.Mutex
+	heard []string // what the face said while the step ran, each message once, in order
+}
+
+// hear keeps, until the test ends, every new message listen reads from the face (what it says
+// now about the running step): what a face says while an action acts would be gone by the time
+// the step ends.
+func (r *running) hear(t *testing.T, listen func(ctx context.Context) []string) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			r.keep(listen(ctx))
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+func (r *running) keep(msgs []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range msgs {
+		if m != "" && !slices.Contains(r.heard, m) {
+			r.heard = append(r.heard, m)
+		}
+	}
+}
+
+// said is what the face said while the step ran, one message a line.
+func (r *running) said() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.heard, "\n")
+}
+
+// waitSaid waits until the face said something matching the regexp pattern and returns it.
+func (r *running) waitSaid(t *testing.T, pattern string) string {
+	t.Helper()
+	re := regexp.MustCompile(pattern)
+	var got string
+	ok := assert.Eventually(t, func() bool {
+		got = re.FindString(r.said())
+		return got != ""
+	}, timeout, interval)
+	require.True(t, ok, "the face must say %q; it said:\n%s", pattern, r.said())
+	return got
 }
 
 // trainJobs lists the step's TrainJobs.
@@ -99,22 +174,40 @@ type cliFace struct{}
 func (cliFace) name() string { return "cli" }
 
 func (cliFace) run(t *testing.T, sc scenario) result {
-	ns := stack.Namespace(t)
-	sc.prepare(t, ns)
-	e := stack.StartExecutor(t, bin, ns, sc.step, timeout)
-	r := &running{ns: ns, stop: func(t *testing.T) { e.Signal(t, syscall.SIGTERM) }}
-	sc.act(t, r)
-	res := e.Result(t)
-	t.Logf("exit %d; stderr:\n%s", res.Code, res.Stderr)
+	r := &running{ns: stack.Namespace(t)}
+	step := sc.prepare(t, r)
+	owner := uuid.NewString() // the pipeline run's, the same for every attempt
+	if sc.upgrade {
+		createPrevious(t, r, previous.Identity{Engine: "cli", OwnerUID: owner, StepKey: cliStepKey}, nil, step)
+	}
+	var res realstack.ExecutorResult
+	for attempt := 0; ; attempt++ {
+		e := stack.StartExecutor(t, bin, r.ns, step, timeout, "--owner-uid", owner, "--step-key", cliStepKey, "--attempt", strconv.Itoa(attempt))
+		r.stop = func(t *testing.T) { e.Signal(t, syscall.SIGTERM) }
+		if attempt == 0 {
+			r.hear(t, func(context.Context) []string { return cliWaiting(e.Stderr.String()) })
+			sc.act(t, r)
+		}
+		res = e.Result(t)
+		t.Logf("attempt %d: exit %d; stderr:\n%s", attempt, res.Code, res.Stderr)
+		if res.Code != cli.ExitFailed || attempt == sc.retries {
+			break
+		}
+	}
 	phases := map[int]string{cli.ExitSucceeded: "Succeeded", cli.ExitFailed: "Failed", cli.ExitTimedOut: "TimedOut", cli.ExitInterrupts: stopped}
 	phase, ok := phases[res.Code]
 	require.True(t, ok, "exit code %d is none of a step's ends; stderr:\n%s", res.Code, res.Stderr)
 	return result{phase: phase, reason: res.Outputs[trainjob.OutReason], message: res.Outputs[trainjob.OutMessage], outputs: res.Outputs,
-		waiting: cliWaiting(res.Stderr), step: r}
+		waiting: strings.Join(cliWaiting(res.Stderr), "\n"), step: r}
 }
 
+// cliStepKey is the --step-key of every step the CLI face runs: an Argo DAG node's name, as the
+// README's container-step recipe passes "{{node.name}}" (the release before 1 Dec 2026 cut such a
+// key differently in the TrainJob's name).
+const cliStepKey = "train-dag-x7k2p.train-model"
+
 // cliWaiting is the status lines the executor wrote while the step had not ended.
-func cliWaiting(stderr string) string {
+func cliWaiting(stderr string) []string {
 	var lines []string
 	for _, l := range strings.Split(stderr, "\n") {
 		for _, p := range []string{"Pending", "Suspended", "Running"} {
@@ -123,7 +216,7 @@ func cliWaiting(stderr string) string {
 			}
 		}
 	}
-	return strings.Join(lines, "\n")
+	return lines
 }
 
 // argoFace is the executor plugin under Argo's own workflow-controller and agent: a one-step
@@ -146,14 +239,28 @@ func (argoFace) run(t *testing.T, sc scenario) result {
 	argoRuns.Lock()
 	// Registered first, so it runs last: after RunAgent's cleanup stopped this step's agent.
 	t.Cleanup(argoRuns.Unlock)
-	sc.prepare(t, argoharness.Namespace)
-	wf := argo.Submit(t, argoharness.StepWorkflow("conformance", sc.step, argoOutputs...))
+	r := &running{ns: argoharness.Namespace}
+	step := sc.prepare(t, r)
+	wf := argo.Submit(t, argoharness.RetriedStepWorkflow("conformance", step, sc.retries, argoOutputs...))
 	t.Cleanup(func() { _ = argo.Client.Delete(context.Background(), wf) })
+	if sc.upgrade {
+		argoPrevious(t, r, wf.Name, step)
+	}
 	argo.RunAgent(t, wf.Name, timeout)
-	r := &running{ns: argoharness.Namespace, selector: client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)},
-		stop: func(t *testing.T) { stopWorkflow(t, wf.Name) }}
+	r.selector = client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)}
+	r.stop = func(t *testing.T) { stopWorkflow(t, wf.Name) }
+	r.hear(t, func(ctx context.Context) []string {
+		cur, err := argo.Get(ctx, wf.Name)
+		if err != nil {
+			return nil
+		}
+		if n := argoharness.PluginNode(cur); n != nil && !n.Fulfilled() {
+			return []string{n.Message}
+		}
+		return nil
+	})
 	sc.act(t, r)
-	got, waiting := waitWorkflow(t, wf.Name)
+	got := waitWorkflow(t, wf.Name)
 	node := argoharness.PluginNode(got)
 	require.NotNil(t, node, argoharness.Nodes(got))
 	t.Logf("workflow %s %s: %s\n%s", got.Name, got.Status.Phase, got.Status.Message, argoharness.Nodes(got))
@@ -168,29 +275,42 @@ func (argoFace) run(t *testing.T, sc scenario) result {
 	case node.Phase == wfv1.NodeSucceeded:
 		phase = "Succeeded"
 	}
-	return result{phase: phase, reason: outs[trainjob.OutReason], message: node.Message, outputs: outs, waiting: waiting, step: r}
+	return result{phase: phase, reason: outs[trainjob.OutReason], message: node.Message, outputs: outs, waiting: r.said(), step: r}
 }
 
-// waitWorkflow waits for Workflow name to complete; it returns it and the messages its plugin
-// node had while it ran.
-func waitWorkflow(t *testing.T, name string) (*wfv1.Workflow, string) {
-	t.Helper()
+// argoPrevious creates the TrainJob the previous release's plugin made for Workflow name's step,
+// owned by the Workflow, once Argo's controller made the plugin node and before an agent calls
+// this release's plugin.
+func argoPrevious(t *testing.T, r *running, name, step string) {
 	var (
-		wf      *wfv1.Workflow
-		waiting []string
+		wf   *wfv1.Workflow
+		node *wfv1.NodeStatus
 	)
+	require.Eventually(t, func() bool {
+		cur, err := argo.Get(t.Context(), name)
+		if err != nil || cur.Status.StartedAt.IsZero() {
+			return false
+		}
+		wf, node = cur, argoharness.PluginNode(cur)
+		return node != nil
+	}, timeout, interval, "Argo must make the plugin node")
+	createPrevious(t, r, previous.Identity{Engine: "argo", OwnerUID: string(wf.UID), StepKey: node.Name},
+		&metav1.OwnerReference{APIVersion: wfv1.SchemeGroupVersion.String(), Kind: "Workflow", Name: wf.Name, UID: wf.UID}, step)
+}
+
+// waitWorkflow waits for Workflow name to complete and returns it.
+func waitWorkflow(t *testing.T, name string) *wfv1.Workflow {
+	t.Helper()
+	var wf *wfv1.Workflow
 	require.Eventually(t, func() bool {
 		cur, err := argo.Get(t.Context(), name)
 		if err != nil {
 			return false
 		}
 		wf = cur
-		if n := argoharness.PluginNode(cur); n != nil && !n.Fulfilled() && n.Message != "" && !slices.Contains(waiting, n.Message) {
-			waiting = append(waiting, n.Message)
-		}
 		return cur.Status.Phase.Completed()
 	}, timeout, interval, "workflow %s did not finish", name)
-	return wf, strings.Join(waiting, "\n")
+	return wf
 }
 
 // stopWorkflow is `argo stop`: the Workflow's shutdown strategy set to Stop.
@@ -211,15 +331,26 @@ func (tektonFace) name() string { return "tekton" }
 
 func (tektonFace) run(t *testing.T, sc scenario) result {
 	ns := stack.Namespace(t)
-	sc.prepare(t, ns)
-	tektonharness.CreateStepPipelineRun(t, tk.Client, ns, "run", sc.step)
-	r := &running{ns: ns, stop: func(t *testing.T) { cancelPipelineRun(t, ns, "run") }}
+	r := &running{ns: ns}
+	step := sc.prepare(t, r)
+	tektonharness.CreateRetriedStepPipelineRun(t, tk.Client, ns, "run", step, sc.retries)
+	r.stop = func(t *testing.T) { cancelPipelineRun(t, ns, "run") }
+	r.hear(t, func(ctx context.Context) []string {
+		runs := &v1beta1.CustomRunList{}
+		if err := tk.Client.List(ctx, runs, client.InNamespace(ns)); err != nil || len(runs.Items) != 1 {
+			return nil
+		}
+		if cond := runs.Items[0].Status.Succeeded(); cond != nil && cond.Status == corev1.ConditionUnknown {
+			return []string{cond.Message}
+		}
+		return nil
+	})
 	sc.act(t, r)
-	run, waiting := finishedCustomRun(t, ns)
+	run := finishedCustomRun(t, ns)
 	cond := run.Status.Succeeded()
 	t.Logf("CustomRun %s %s: %s", cond.Status, cond.Reason, cond.Message)
 	return result{phase: tektonPhase(run), reason: tektonReason(cond.Reason), message: cond.Message, outputs: tektonOutputs(t, run),
-		waiting: waiting, step: r}
+		waiting: r.said(), step: r}
 }
 
 // tektonPhase is the core's phase of a finished CustomRun: its Succeeded condition's status, and
@@ -266,26 +397,19 @@ func tektonOutputs(t *testing.T, run *v1beta1.CustomRun) map[string]string {
 	return outs
 }
 
-// finishedCustomRun waits for the namespace's one CustomRun to finish; it returns it and the
-// messages of its Succeeded=Unknown condition while it ran.
-func finishedCustomRun(t *testing.T, ns string) (*v1beta1.CustomRun, string) {
+// finishedCustomRun waits for the namespace's one CustomRun to finish and returns it.
+func finishedCustomRun(t *testing.T, ns string) *v1beta1.CustomRun {
 	t.Helper()
-	var (
-		run     *v1beta1.CustomRun
-		waiting []string
-	)
+	var run *v1beta1.CustomRun
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		runs := tektonharness.CustomRuns(ct, t, tk.Client, ns)
 		require.Len(ct, runs, 1)
 		run = &runs[0]
 		cond := run.Status.Succeeded()
 		require.NotNil(ct, cond)
-		if cond.Status == corev1.ConditionUnknown && !slices.Contains(waiting, cond.Message) {
-			waiting = append(waiting, cond.Message)
-		}
 		assert.NotEqual(ct, corev1.ConditionUnknown, cond.Status)
 	}, timeout, interval, "the CustomRun must finish")
-	return run, strings.Join(waiting, "\n")
+	return run
 }
 
 // cancelPipelineRun cancels PipelineRun ns/name as `tkn pipelinerun cancel` does, once Tekton

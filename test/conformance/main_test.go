@@ -1,6 +1,7 @@
 // Package conformance_test runs one table of step scenarios through every face of trainstep on
 // one real stack (test/internal/realstack: the Trainer and JobSet managers with their webhooks,
-// the Job controller, kube-scheduler and kwok Nodes): `executor run` as the built binary, the
+// the Job controller, kube-scheduler and kwok Nodes, and Kueue with waitForPodsReady in front of
+// the TrainJobs that name a queue): `executor run` as the built binary, the
 // Argo executor plugin under Argo's own workflow-controller and agent, and trainstep's Tekton
 // controller under Tekton's own. The faces share one lifecycle (core/lifecycle), so a scenario
 // must end the same way through each, translated into the core's terms; where a face cannot do
@@ -58,9 +59,13 @@ func TestMain(m *testing.M) {
 	os.Exit(realstack.RunWithExecutor(m, &stack, &bin, realstack.Options{}, setUp))
 }
 
-// setUp starts Argo (its controller, the plugin sidecar's process) and Tekton (its controller
-// and trainstep's) on the stack.
+// setUp starts Kueue, Argo (its controller, the plugin sidecar's process) and Tekton (its
+// controller and trainstep's) on the stack. Kueue manages only TrainJobs with a queue label; its
+// TrainJob webhooks, called for every TrainJob, let the others through unchanged.
 func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
+	if _, err := realstack.StartKueue(ctx, s); err != nil {
+		return nil, fmt.Errorf("starting Kueue: %w", err)
+	}
 	assets, err := argoharness.AssetsDir()
 	if err != nil {
 		return nil, err

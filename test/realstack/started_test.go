@@ -2,7 +2,6 @@ package realstack_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,78 +20,11 @@ import (
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
-// nodePod is the running pod of node idx of a TrainJob.
-func nodePod(t *testing.T, ns, job, idx string) *corev1.Pod {
-	t.Helper()
-	pods := &corev1.PodList{}
-	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(ns), client.MatchingLabels{
-		trainjob.LabelJobSetName: job, trainjob.LabelReplicatedJob: trainjob.NodeJob, trainjob.LabelCompletionIndex: idx}))
-	for i := range pods.Items {
-		if pods.Items[i].Status.Phase == corev1.PodRunning {
-			return &pods.Items[i]
-		}
-	}
-	require.Failf(t, "no running pod", "node %s of TrainJob %s/%s", idx, ns, job)
-	return nil
-}
-
 func onlyTrainJob(t *testing.T, ns string) *trainer.TrainJob {
 	t.Helper()
 	tjs := testenv.TrainJobs(t.Context(), t, stack.Client, ns)
 	require.Len(t, tjs, 1)
 	return &tjs[0]
-}
-
-// The issue's reproduction (with startTimeout 30s, not the issue's 10s: on a loaded machine the
-// second node can take over 10 s to be scheduled, and the job must start first): a step runs; node 0's pod is evicted while the
-// Nodes are cordoned (as after a node failure), so its replacement waits for a Node past the
-// startTimeout. The job has started: the step keeps waiting, says what happened to node 0 and
-// why its replacement waits, and completes once a Node is back; the TrainJob is not deleted and
-// carries the start record the Trainer's webhook let through. Sequential: cordoning stops every
-// test's new pods.
-func TestAStartedStepWaitsThroughAnEvictedNode(t *testing.T) {
-	ns := stack.Namespace(t)
-	const startTimeout = 30 * time.Second
-	run := startExecutor(t, ns, `
-framework: torch
-trainer:
-  numNodes: 2
-  env: {KWOK_RUN_SECONDS: "45"}
-  func: |
-    def train():
-        pass
-timeout: 3m
-startTimeout: 30s
-`)
-	require.Eventually(t, func() bool { return run.Exited() || strings.Contains(run.Stderr.String(), "is running: 2/2 nodes") },
-		timeout, interval, "the step must see both nodes run")
-	require.False(t, run.Exited(), "stderr:\n%s", run.Stderr.String())
-	tj := onlyTrainJob(t, ns)
-	victim := nodePod(t, ns, tj.Name, "0")
-
-	uncordon := stack.Cordon(t)
-	const why = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 12Mi."
-	require.NoError(t, stack.Evict(t.Context(), ns, victim.Name, why))
-	// The replacement waits for a Node until well past the startTimeout, and the step says so.
-	require.Eventually(t, func() bool {
-		return run.Exited() || (time.Since(tj.CreationTimestamp.Time) > startTimeout+2*time.Second &&
-			strings.Contains(run.Stderr.String(), "its replacement (pod ") && strings.Contains(run.Stderr.String(), "were unschedulable"))
-	}, timeout, interval, "the step must report the replacement waiting for a Node")
-	require.False(t, run.Exited(), "the step ended while node 0's replacement waited:\nstderr:\n%s", run.Stderr.String())
-	uncordon()
-
-	r := run.Result(t)
-	t.Logf("stderr:\n%s", r.Stderr)
-	require.Equal(t, cli.ExitSucceeded, r.Code)
-	assert.Equal(t, "Succeeded", r.Outputs["phase"])
-	assert.Contains(t, r.Stderr, "Running: TrainJob "+tj.Name+" is running: 1/2 nodes; node 0 (pod "+victim.Name+") was evicted, attempt 1: "+why)
-	assert.Contains(t, r.Stderr, "the Job is retrying it: its replacement (pod ")
-	started := strings.Index(r.Stderr, "Running: ")
-	require.GreaterOrEqual(t, started, 0)
-	assert.NotContains(t, r.Stderr[started:], "Pending: ", "a started job is never reported pending again")
-	tj = onlyTrainJob(t, ns)
-	_, err := time.Parse(time.RFC3339, tj.Annotations[trainjob.AnnotationStartedAt])
-	assert.NoError(t, err, "the start is recorded on the TrainJob: %v", tj.Annotations)
 }
 
 // slowInitRuntime installs a copy of the stock torch-distributed runtime with a model-initializer

@@ -21,12 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/trainstep/trainstep/core/runtimes"
-	"github.com/trainstep/trainstep/core/step"
-	"github.com/trainstep/trainstep/core/trainers"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/argoharness"
-	"github.com/trainstep/trainstep/test/internal/previous"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
@@ -223,93 +219,4 @@ func ensureCLIStepServiceAccount(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-}
-
-// upgradeWorkflow is one held trainstep plugin step.
-const upgradeWorkflow = `
-apiVersion: argoproj.io/v1alpha1
-kind: Workflow
-metadata: {generateName: train-upgrade-}
-spec:
-  entrypoint: main
-  serviceAccountName: trainstep-workflow
-  templates:
-    - name: main
-      steps:
-        - - {name: train, template: train}
-    - name: train
-      plugin:
-        trainstep:
-          key: "{{node.name}}"
-          framework: xgboost
-          labels: {sim-mode: hold}
-          trainer: {numNodes: 1, func: "def train():\n    pass\n"}
-`
-
-// TestUpgradeMidStepAdoptsThePreviousReleasesTrainJob: the plugin of the release before 1 Dec
-// 2026 started the step's TrainJob (named and labelled as it did: no run part, the step key cut
-// at 28 characters); this release's plugin takes the step over (an agent pod recreated after the
-// upgrade), finds that job by its identity labels, follows it to the end and reports it: one
-// TrainJob, the node's outputs name it.
-func TestUpgradeMidStepAdoptsThePreviousReleasesTrainJob(t *testing.T) {
-	wf := harness.Submit(t, upgradeWorkflow)
-	// The node exists and the run has started before the previous release's plugin was called.
-	var node *wfv1.NodeStatus
-	require.Eventually(t, func() bool {
-		cur, err := harness.Get(t.Context(), wf.Name)
-		if err != nil || cur.Status.StartedAt.IsZero() {
-			return false
-		}
-		wf, node = cur, cur.Status.Nodes.FindByDisplayName("train")
-		return node != nil
-	}, e2eTimeout, argoharness.Poll)
-	old := previous.Identity{Engine: "argo", OwnerUID: string(wf.UID), StepKey: node.Name}
-	createPreviousTrainJob(t, old, wf, "framework: xgboost\nlabels: {sim-mode: hold}\ntrainer: {numNodes: 1, func: \"def train():\\n    pass\\n\"}\n")
-
-	harness.RunAgent(t, wf.Name, e2eTimeout)
-	require.Eventually(t, func() bool {
-		cur, err := harness.Get(t.Context(), wf.Name)
-		n := cur.Status.Nodes.FindByDisplayName("train")
-		return err == nil && n != nil && argoharness.Output(n, trainjob.OutName) != ""
-	}, e2eTimeout, argoharness.Poll, "the plugin must answer the node")
-	require.Equal(t, []string{old.Name()}, trainJobsOf(t, wf), "the plugin follows the previous release's TrainJob and starts none")
-
-	setMode(t, old.Name(), "succeed")
-	got := harness.WaitPhase(t, wf.Name, e2eTimeout)
-	require.Equal(t, wfv1.WorkflowSucceeded, got.Status.Phase, argoharness.Nodes(got))
-	train := got.Status.Nodes.FindByDisplayName("train")
-	require.NotNil(t, train, argoharness.Nodes(got))
-	assert.Equal(t, old.Name(), argoharness.Output(train, trainjob.OutName))
-	assert.Equal(t, string(trainjob.PhaseSucceeded), argoharness.Output(train, trainjob.OutPhase))
-	assert.Equal(t, []string{old.Name()}, trainJobsOf(t, wf), "one TrainJob")
-}
-
-// createPreviousTrainJob creates the TrainJob of stepYAML as the previous release's plugin made
-// it for the identity old: this release's rendering (owned by the Workflow), stamped with that
-// release's name, labels and annotations.
-func createPreviousTrainJob(t *testing.T, old previous.Identity, wf *wfv1.Workflow, stepYAML string) {
-	t.Helper()
-	spec, err := step.Parse([]byte(stepYAML))
-	require.NoError(t, err)
-	planner := trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}, Detector: &trainjob.APIDetector{Reader: c}}
-	plan, err := planner.Plan(t.Context(), spec, Namespace)
-	require.NoError(t, err)
-	obj, err := plan.Object(trainjob.Identity{Engine: old.Engine, OwnerUID: old.OwnerUID, StepKey: old.StepKey,
-		Owner: &metav1.OwnerReference{APIVersion: wfv1.SchemeGroupVersion.String(), Kind: "Workflow", Name: wf.Name, UID: wf.UID}})
-	require.NoError(t, err)
-	old.Stamp(obj)
-	require.NoError(t, c.Create(t.Context(), obj))
-}
-
-// setMode tells the Trainer simulator what a held job does now (its sim-mode label).
-func setMode(t *testing.T, name, mode string) {
-	t.Helper()
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		tj := &trainer.TrainJob{}
-		if err := c.Get(t.Context(), client.ObjectKey{Namespace: Namespace, Name: name}, tj); err != nil {
-			return err
-		}
-		tj.Labels[trainersim.ModeLabel] = mode
-		return c.Update(t.Context(), tj)
-	}))
 }

@@ -114,6 +114,13 @@ func AssetsDir() (string, error) {
 		return "", errors.New("ARGO_ASSETS is not set: run `make test-assets` to build Argo's workflow-controller and argoexec, " +
 			"then set ARGO_ASSETS to their directory (`make test` does both)")
 	}
+	// Pods run as processes each get a /tmp of their own (podrunner.go), which hides whatever the
+	// host has there: argoexec would not be found inside a container.
+	if abs, err := filepath.Abs(assets); err == nil && (abs == "/tmp" || strings.HasPrefix(abs, "/tmp/")) {
+		return "", fmt.Errorf("ARGO_ASSETS=%s is under /tmp, which every pod the Argo harness runs gets a private one of, "+
+			"so its containers cannot find argoexec: build the assets elsewhere (`make test-assets` with CACHE_DIR or "+
+			"XDG_CACHE_HOME outside /tmp)", assets)
+	}
 	for _, f := range []string{"workflow-controller", "argoexec", "crds"} {
 		if _, err := os.Stat(filepath.Join(assets, f)); err != nil {
 			return "", fmt.Errorf("%s is missing from ARGO_ASSETS=%s: run `make test-assets`", f, assets)

@@ -2,9 +2,11 @@ package realstack
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -41,27 +43,42 @@ func (s *Stack) annotatePod(ctx context.Context, namespace, pod, key, value stri
 	return s.Client.Patch(ctx, p, client.MergeFrom(orig))
 }
 
-// Cordon marks every kwok Node unschedulable, as after a node failure: new pods stay Pending,
-// Unschedulable, until the returned uncordon (also run when the test ends). Pods already bound
-// keep running. Tests that call it must not run in parallel: it stops every test's new pods.
-func (s *Stack) Cordon(t testing.TB) (uncordon func()) {
+// PrivateNodeLabel labels a Node PrivateNode made with its own name: a step's pod.nodeSelector
+// of it places every pod of the step there.
+const PrivateNodeLabel = "realstack.trainstep.dev/private-node"
+
+// PrivateNode adds a kwok Node for one test (the stack's Nodes' capacity, no accelerators),
+// labelled PrivateNodeLabel, and returns its name once it is Ready; it is deleted when the test
+// ends. A test whose step selects it may cordon it (CordonNode) while other tests run.
+func (s *Stack) PrivateNode(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("private-%d", s.privateNodes.Add(1))
+	if err := s.createNode(t.Context(), name, map[string]string{PrivateNodeLabel: name}, GPUResource, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := client.IgnoreNotFound(s.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})); err != nil {
+			t.Errorf("deleting Node %s: %v", name, err)
+		}
+	})
+	if err := waitFor(t.Context(), nil, "kwok to make Node "+name+" Ready", func(ctx context.Context) (bool, error) {
+		return s.nodeSettled(ctx, name)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// CordonNode marks Node name unschedulable, as after a node failure, until the returned uncordon
+// (also run when the test ends): new pods that may run only there stay Pending, Unschedulable;
+// pods already bound keep running.
+func (s *Stack) CordonNode(t testing.TB, name string) (uncordon func()) {
 	t.Helper()
 	set := func(ctx context.Context, unschedulable bool) error {
-		for _, name := range s.Nodes {
-			n := &corev1.Node{}
-			if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
-				return err
-			}
-			orig := n.DeepCopy()
-			n.Spec.Unschedulable = unschedulable
-			if err := s.Client.Patch(ctx, n, client.MergeFrom(orig)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return s.setUnschedulable(ctx, name, unschedulable)
 	}
 	if err := set(context.Background(), true); err != nil {
-		t.Fatalf("cordoning the Nodes: %v", err)
+		t.Fatalf("cordoning Node %s: %v", name, err)
 	}
 	done := false
 	uncordon = func() {
@@ -70,9 +87,19 @@ func (s *Stack) Cordon(t testing.TB) (uncordon func()) {
 		}
 		done = true
 		if err := set(context.Background(), false); err != nil {
-			t.Errorf("uncordoning the Nodes: %v", err)
+			t.Errorf("uncordoning Node %s: %v", name, err)
 		}
 	}
 	t.Cleanup(uncordon)
 	return uncordon
+}
+
+func (s *Stack) setUnschedulable(ctx context.Context, name string, unschedulable bool) error {
+	n := &corev1.Node{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		return err
+	}
+	orig := n.DeepCopy()
+	n.Spec.Unschedulable = unschedulable
+	return s.Client.Patch(ctx, n, client.MergeFrom(orig))
 }

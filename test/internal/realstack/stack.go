@@ -18,12 +18,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,8 +107,10 @@ type Stack struct {
 	webhookCert keyPair
 	opts        Options
 	nodeLogFile string
-	stopOnce    sync.Once
-	stopErr     error
+	// privateNodes counts the Nodes PrivateNode made, to name the next.
+	privateNodes atomic.Int64
+	stopOnce     sync.Once
+	stopErr      error
 }
 
 // AssetDirs returns where the binaries are: KUBEBUILDER_ASSETS (kube-apiserver, etcd,
@@ -511,27 +515,10 @@ spec:
 		if i == NodeCount {
 			name, extra, chips = AscendNode, AscendResource, AscendChips
 		}
-		n := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        name,
-				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-				Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": name},
-			},
+		if err := s.createNode(ctx, name, nil, extra, chips); err != nil {
+			return err
 		}
-		if err := s.Client.Create(ctx, n); err != nil {
-			return fmt.Errorf("creating Node %s: %w", n.Name, err)
-		}
-		capacity := corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("32"),
-			corev1.ResourceMemory: resource.MustParse("256Gi"),
-			corev1.ResourcePods:   resource.MustParse("110"),
-			extra:                 resource.MustParse(strconv.Itoa(chips)),
-		}
-		n.Status.Capacity, n.Status.Allocatable = capacity, capacity
-		if err := s.Client.Status().Update(ctx, n); err != nil {
-			return fmt.Errorf("setting the capacity of Node %s: %w", n.Name, err)
-		}
-		s.Nodes = append(s.Nodes, n.Name)
+		s.Nodes = append(s.Nodes, name)
 	}
 	// kwok starts after the Nodes have their capacity: its node-initialize stage fills in a
 	// default capacity for a Node that has none.
@@ -549,25 +536,60 @@ spec:
 	}
 	return waitFor(ctx, p, "kwok to make the Nodes Ready", func(ctx context.Context) (bool, error) {
 		for _, name := range s.Nodes {
-			n := &corev1.Node{}
-			if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			if ok, err := s.nodeSettled(ctx, name); !ok {
 				return false, err
-			}
-			if !nodeReady(n) {
-				return false, fmt.Errorf("node %s is not Ready", name)
-			}
-			// The TaintNodesByCondition admission plugin adds not-ready at creation and only the
-			// node-lifecycle controller, not running here, would take it off.
-			if len(n.Spec.Taints) > 0 {
-				n.Spec.Taints = nil
-				if err := s.Client.Update(ctx, n); err != nil {
-					return false, err
-				}
-				return false, nil
 			}
 		}
 		return true, nil
 	})
+}
+
+// createNode creates a Node kwok manages, with labels besides its own, and gives it the capacity
+// of the stack's Nodes with chips of the extended resource extra. kwok fills in a default
+// capacity for a Node that has none, so this comes before kwok sees it Ready.
+func (s *Stack) createNode(ctx context.Context, name string, labels map[string]string, extra corev1.ResourceName, chips int) error {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": name},
+		},
+	}
+	maps.Copy(n.Labels, labels)
+	if err := s.Client.Create(ctx, n); err != nil {
+		return fmt.Errorf("creating Node %s: %w", n.Name, err)
+	}
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+		extra:                 resource.MustParse(strconv.Itoa(chips)),
+	}
+	// A patch, not an update: kwok may already be writing the Node's status.
+	orig := n.DeepCopy()
+	n.Status.Capacity, n.Status.Allocatable = capacity, capacity
+	if err := s.Client.Status().Patch(ctx, n, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("setting the capacity of Node %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// nodeSettled reports whether Node name is Ready and untainted, taking off the taints a new Node
+// gets: the TaintNodesByCondition admission plugin adds not-ready at creation, and only the
+// node-lifecycle controller, not running here, would take it off.
+func (s *Stack) nodeSettled(ctx context.Context, name string) (bool, error) {
+	n := &corev1.Node{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		return false, err
+	}
+	if !nodeReady(n) {
+		return false, fmt.Errorf("node %s is not Ready", name)
+	}
+	if len(n.Spec.Taints) > 0 {
+		n.Spec.Taints = nil
+		return false, s.Client.Update(ctx, n)
+	}
+	return true, nil
 }
 
 func nodeReady(n *corev1.Node) bool {

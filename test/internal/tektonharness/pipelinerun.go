@@ -1,6 +1,7 @@
 package tektonharness
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,12 @@ func CustomRuns(ct require.TestingT, t *testing.T, c client.Client, ns string) [
 // Pipeline.
 func CreateStepPipelineRun(t *testing.T, c client.Client, ns, name, step string) *unstructured.Unstructured {
 	t.Helper()
+	return CreateRetriedStepPipelineRun(t, c, ns, name, step, 0)
+}
+
+// CreateRetriedStepPipelineRun is CreateStepPipelineRun whose task has Tekton's retries.
+func CreateRetriedStepPipelineRun(t *testing.T, c client.Client, ns, name, step string, retries int) *unstructured.Unstructured {
+	t.Helper()
 	indented := "          " + strings.ReplaceAll(strings.TrimSpace(step), "\n", "\n          ")
 	return CreatePipelineRun(t, c, ns, `
 apiVersion: tekton.dev/v1
@@ -100,6 +107,7 @@ spec:
     tasks:
     - name: train
       taskRef: `+Ref+`
+      retries: `+strconv.Itoa(retries)+`
       params:
       - name: step
         value: |

@@ -37,11 +37,6 @@ func TestMain(m *testing.M) {
 }
 
 func setUp(ctx context.Context, s *realstack.Stack) (func(), error) {
-	// Kueue manages only TrainJobs with a queue label; its TrainJob webhooks, called for every
-	// TrainJob, let the others through unchanged.
-	if _, err := realstack.StartKueue(ctx, s); err != nil {
-		return nil, err
-	}
 	assets, err := argoharness.AssetsDir()
 	if err != nil {
 		return nil, err

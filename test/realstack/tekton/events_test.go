@@ -3,6 +3,7 @@ package tekton_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
 	"github.com/trainstep/trainstep/test/internal/tektonharness"
 )
 
@@ -64,4 +66,26 @@ startTimeout: 20s
 	assert.Contains(t, cond.Message, "did not start within 20s (startTimeout)")
 	assert.Contains(t, cond.Message, want)
 	trainJobsGone(t, ns)
+}
+
+// waitingMessage waits until the namespace's one CustomRun is Succeeded=Unknown with a message
+// that ok accepts, or finished; it returns the message and whether the run was still waiting.
+func waitingMessage(t *testing.T, ns string, ok func(string) bool) (string, bool) {
+	t.Helper()
+	var msg string
+	waiting := false
+	require.Eventually(t, func() bool {
+		runs := &v1beta1.CustomRunList{}
+		if c.List(t.Context(), runs, client.InNamespace(ns)) != nil || len(runs.Items) != 1 {
+			return false
+		}
+		cond := runs.Items[0].Status.Succeeded()
+		if cond == nil {
+			return false
+		}
+		waiting = cond.Status == corev1.ConditionUnknown
+		msg = cond.Message
+		return !waiting || ok(msg)
+	}, timeout, 50*time.Millisecond)
+	return msg, waiting
 }

@@ -47,11 +47,6 @@ func TestMain(m *testing.M) {
 }
 
 func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
-	// Kueue manages only TrainJobs with a queue label; its TrainJob webhooks, called for every
-	// TrainJob, let the others through unchanged.
-	if _, err := realstack.StartKueue(ctx, s); err != nil {
-		return nil, err
-	}
 	moduleDir, err := tektonharness.ModuleDir(ctx)
 	if err != nil {
 		return nil, err
