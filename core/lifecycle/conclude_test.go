@@ -20,12 +20,14 @@ import (
 )
 
 // A look past the timeout with keepOnTimeout marks the job kept and frees it of its owner; one
-// without deletes it; a refused keep is said in the message and ends the step all the same.
+// without deletes it; a refused keep or delete is said in the message and ends the step all the
+// same (asking again would get the same 403).
 func TestLookKeepsOrDeletesAtTheTimeout(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "trainjobs"}, "job", errors.New("no patch"))
 	cases := map[string]struct {
 		keep       bool
 		patchErr   error
+		deleteErr  error
 		wantKept   bool
 		wantGone   bool
 		inMessage  string
@@ -34,6 +36,8 @@ func TestLookKeepsOrDeletesAtTheTimeout(t *testing.T) {
 		"keepOnTimeout: kept, no owner":           {keep: true, wantKept: true, inMessage: "kubectl delete trainjob"},
 		"no keepOnTimeout: deleted":               {keep: false, wantGone: true, inMessage: "it was deleted"},
 		"keep refused: said, the step still ends": {keep: true, patchErr: forbidden, wantOwners: 1, inMessage: "could not be marked kept"},
+		"delete refused: said, the step still ends": {keep: false, deleteErr: forbidden, wantOwners: 1,
+			inMessage: "trainstep may not delete it, so it may still be running"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -48,6 +52,12 @@ func TestLookKeepsOrDeletesAtTheTimeout(t *testing.T) {
 						return tc.patchErr
 					}
 					return c.Patch(ctx, obj, p, opts...)
+				},
+				Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+					if tc.deleteErr != nil {
+						return tc.deleteErr
+					}
+					return c.Delete(ctx, obj, opts...)
 				}}).Build()
 			e.Cache, e.API, e.Writer = c, c, c
 			st := e.Look(t.Context(), Step{Spec: parse(t, validStep), Namespace: "ns", Identity: identity(),

@@ -2,8 +2,10 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -54,7 +56,8 @@ func (e *Engine) decide(ctx context.Context, s Step, tj *trainer.TrainJob) (trai
 
 // conclude carries out a terminal verdict: the failing pod's log tail, read while the pods are
 // still there, then the delete or keep a deadline asks for. A write that fails is Err: the face
-// looks again, and the next look decides the same.
+// looks again, and the next look decides the same; a write the apiserver forbids is said in the
+// message instead, and the step ends.
 func (e *Engine) conclude(ctx context.Context, v trainjob.Verdict) Status {
 	obs := e.tailer().WithTail(ctx, v)
 	st := Status{Observation: obs}
@@ -63,7 +66,15 @@ func (e *Engine) conclude(ctx context.Context, v trainjob.Verdict) Status {
 		v.Observation = obs
 		st.Observation, st.Kept, st.Err = trainjob.ConcludeKeep(ctx, e.Writer, v)
 	case v.Delete:
-		if err := trainjob.Delete(ctx, e.Writer, obs.Namespace, obs.Name); err != nil {
+		err := trainjob.Delete(ctx, e.Writer, obs.Namespace, obs.Name)
+		if apierrors.IsForbidden(err) {
+			// Asking again gets the same answer: the step ends, and says what is left running.
+			st.Message += fmt.Sprintf("; trainstep may not delete it, so it may still be running: %v; delete it yourself "+
+				"(kubectl delete trainjob -n %s %s) and grant trainstep the rules its install gives (%s)",
+				err, obs.Namespace, obs.Name, e.rbacHint())
+			return st
+		}
+		if err != nil {
 			st.Err = err
 			st.Message += "; deleting it failed and is retried: " + err.Error()
 			return st

@@ -288,7 +288,7 @@ timeout: 5m
 		step: `
 framework: torch
 runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
-labels: {` + denyLabel + `: ` + denyValue + `}
+labels: {` + denyLabel + `: "` + denyValue + `"}
 trainer:
   numNodes: 1
   func: |
@@ -299,6 +299,27 @@ timeout: 3m
 		want: want{phase: "Failed", reason: lifecycle.ReasonForbidden,
 			message:  `(?s)trainstep may not create the TrainJob; grant it the rules trainstep's install gives .*this step may not create TrainJobs in `,
 			trainJob: gone},
+	}, {
+		name: "ForbiddenToDeleteAtTheTimeout",
+		// The apiserver answers 403 to the delete at the step's timeout. Asking again would get
+		// the same answer, so the step ends all the same, saying the job may still run and how to
+		// delete it.
+		setup: denyDelete,
+		step: `
+framework: torch
+runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
+labels: {` + denyLabel + `: "` + denyValue + `"}
+trainer:
+  numNodes: 1
+  env: {KWOK_HOLD: "1"}
+  func: |
+    def train():
+        pass
+timeout: 20s
+`,
+		want: want{phase: "TimedOut", reason: trainjob.ReasonTimeout,
+			message: `(?s)trainstep may not delete it, so it may still be running: .*this step may not delete TrainJobs in .*kubectl delete trainjob -n `},
+		also: leftRunning,
 	}, {
 		name: "AStartedJobWhosePodIsReplaced",
 		// Node 0's pod is evicted while the step's own Node is cordoned, so its replacement waits
@@ -506,6 +527,20 @@ func check(t *testing.T, w want, got result) {
 		assert.Nil(t, tj.DeletionTimestamp)
 		assert.False(t, trainjob.Observe(tj, nil).Phase.Terminal(), "it still trains: %+v", tj.Status.Conditions)
 	}
+}
+
+// leftRunning: the step's TrainJob, which trainstep was refused to delete, is still there and not
+// being deleted (deny's probe, in the same namespace, aside).
+func leftRunning(t *testing.T, got result) {
+	var left []trainer.TrainJob
+	for _, tj := range got.step.trainJobs(t) {
+		if !strings.HasPrefix(tj.Name, "probe-") {
+			left = append(left, tj)
+		}
+	}
+	require.Len(t, left, 1)
+	assert.Nil(t, left[0].DeletionTimestamp)
+	assert.False(t, trainjob.Kept(&left[0]), "not kept: it was to be deleted")
 }
 
 // evicted is the message of the eviction evictWhileCordoned makes, as the kubelet words one.

@@ -3,7 +3,8 @@
 // binary, on the real stack of test/internal/realstack (the Trainer and JobSet managers with
 // their webhooks, the Job controller, kube-scheduler and kwok Nodes). The plugin and the agent
 // authenticate with ServiceAccount tokens from the TokenRequest API, and the apiserver
-// authorizes with Node,RBAC, so manifests/argo's RBAC is what they have.
+// authorizes with Node,RBAC, so manifests/argo's RBAC is what they have. The stack is a MultiKueue
+// manager (test/internal/realstack/multikueue.go) with a worker stack of its own.
 package argo_test
 
 import (
@@ -22,6 +23,8 @@ import (
 var (
 	stack   *realstack.Stack
 	harness *argoharness.Harness
+	// worker is the MultiKueue worker stack the suite's stack, its manager, dispatches to.
+	worker *realstack.Stack
 )
 
 // tokenSeconds is how long the ServiceAccount tokens live: longer than the suite.
@@ -36,7 +39,19 @@ func TestMain(m *testing.M) {
 	os.Exit(realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true}, setUp))
 }
 
-func setUp(ctx context.Context, s *realstack.Stack) (func(), error) {
+// setUp makes the stack a MultiKueue manager (Kueue manages only TrainJobs with a queue label)
+// with a worker stack of its own, and starts Argo on it.
+func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
+	w, stopWorker, err := realstack.StartMultiKueue(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	worker = w
+	defer func() {
+		if err != nil {
+			stopWorker()
+		}
+	}()
 	assets, err := argoharness.AssetsDir()
 	if err != nil {
 		return nil, err
@@ -55,5 +70,6 @@ func setUp(ctx context.Context, s *realstack.Stack) (func(), error) {
 	}
 	return func() {
 		harness.Stop()
+		stopWorker()
 	}, nil
 }
