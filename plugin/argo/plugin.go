@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -74,31 +76,14 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One HTTP client and one memoized mapper for the client and the cache: the cache asks the
-	// mapper on every read (see package restmapping).
-	httpClient, err := rest.HTTPClientFor(cfg)
+	conn, err := connect(cfg, scheme)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
+		return nil, err
 	}
-	mapper, err := restmapping.NewDynamic(cfg, httpClient)
+	httpClient, mapper, api := conn.httpClient, conn.mapper, conn.api
+	owner, ownPods, err := scope(api, opts)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
-	}
-	api, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: httpClient, Mapper: mapper})
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
-	}
-	var owner types.UID
-	if opts.Workflow != "" {
-		if owner, err = workflowUID(api, opts.Namespace, opts.Workflow); err != nil {
-			return nil, err
-		}
-	}
-	var ownPods bool
-	if owner != "" {
-		if ownPods, err = podsLabelled(api); err != nil {
-			opts.Logger.Warn("caching every JobSet pod of the namespace: cannot tell whether the Trainer labels trainstep's pods", "error", err)
-		}
+		return nil, err
 	}
 	copts := cacheOptions(scheme, opts, owner, ownPods)
 	copts.HTTPClient, copts.Mapper = httpClient, mapper
@@ -106,13 +91,9 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the informer cache: %w", err)
 	}
-	logs := opts.Logs
-	if logs == nil {
-		kube, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
-		}
-		logs = trainjob.KubeletLogs{Client: kube}
+	logs, err := logSource(cfg, opts.Logs)
+	if err != nil {
+		return nil, err
 	}
 	p := &Plugin{
 		opts:    opts,
@@ -142,6 +123,57 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 		cachedObjects(c, "trainstep_argo_cached_trainjobs", "TrainJobs held in the plugin's informer cache (with --workflow, only that workflow's).", &trainer.TrainJobList{}),
 		cachedObjects(c, "trainstep_argo_cached_pods", "JobSet pods held in the plugin's informer cache (with --workflow on Trainer v2.1+, only that workflow's).", &corev1.PodList{}))
 	return p, nil
+}
+
+// connection is one HTTP client and one memoized mapper for the client and the cache: the cache
+// asks the mapper on every read (see package restmapping).
+type connection struct {
+	httpClient *http.Client
+	mapper     apimeta.RESTMapper
+	api        client.Client
+}
+
+func connect(cfg *rest.Config, scheme *runtime.Scheme) (connection, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return connection{}, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
+	}
+	mapper, err := restmapping.NewDynamic(cfg, httpClient)
+	if err != nil {
+		return connection{}, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
+	}
+	api, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: httpClient, Mapper: mapper})
+	if err != nil {
+		return connection{}, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
+	}
+	return connection{httpClient: httpClient, mapper: mapper, api: api}, nil
+}
+
+// scope is what narrows the sidecar's cache: its Workflow's UID (with --workflow) and whether the
+// Trainer labels trainstep's pods, so only that workflow's are cached.
+func scope(api client.Client, opts Options) (owner types.UID, ownPods bool, err error) {
+	if opts.Workflow == "" {
+		return "", false, nil
+	}
+	if owner, err = workflowUID(api, opts.Namespace, opts.Workflow); err != nil {
+		return "", false, err
+	}
+	if ownPods, err = podsLabelled(api); err != nil {
+		opts.Logger.Warn("caching every JobSet pod of the namespace: cannot tell whether the Trainer labels trainstep's pods", "error", err)
+	}
+	return owner, ownPods, nil
+}
+
+// logSource is logs, else the failing nodes' log tails read through the apiserver (kubelet).
+func logSource(cfg *rest.Config, logs trainjob.LogSource) (trainjob.LogSource, error) {
+	if logs != nil {
+		return logs, nil
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
+	}
+	return trainjob.KubeletLogs{Client: kube}, nil
 }
 
 // cacheOptions keeps the cache to what the plugin reads: its namespace's trainstep TrainJobs

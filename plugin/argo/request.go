@@ -64,28 +64,10 @@ func parseRequest(args executor.ExecuteTemplateArgs, key string, body json.RawMe
 	}
 	r := &request{Workflow: args.Workflow.ObjectMeta, Namespace: args.Workflow.ObjectMeta.Namespace}
 
-	r.Key = stringField(fields[fieldKey])
-	delete(fields, fieldKey)
-	switch {
-	case r.Key == "":
-		errs = append(errs, field.Required(base.Child(fieldKey), `set key: "{{node.name}}" so each step of the workflow gets its own TrainJob`))
-	case strings.Contains(r.Key, "{{"):
-		errs = append(errs, field.Invalid(base.Child(fieldKey), r.Key, "was not substituted by Argo; use {{node.name}}"))
-	}
-
-	attempt, hasAttempt := fields[fieldAttempt]
-	delete(fields, fieldAttempt)
-	if hasAttempt {
-		s := stringField(attempt)
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			errs = append(errs, field.Invalid(base.Child(fieldAttempt), s, `must be a whole number; use attempt: "{{retries}}" with a retryStrategy`))
-		}
-		r.Attempt = n
-	} else if args.Template.RetryStrategy != nil {
-		errs = append(errs, field.Required(base.Child(fieldAttempt),
-			`the template has a retryStrategy: set attempt: "{{retries}}" so a retry gets a fresh TrainJob instead of the failed one`))
-	}
+	r.Key, errs = parseKey(base, fields)
+	var aerrs field.ErrorList
+	r.Attempt, aerrs = parseAttempt(base, fields, args.Template.RetryStrategy != nil)
+	errs = append(errs, aerrs...)
 
 	rest, err := json.Marshal(fields)
 	if err != nil {
@@ -107,23 +89,62 @@ func parseRequest(args executor.ExecuteTemplateArgs, key string, body json.RawMe
 	}
 	r.Timeout = timeout
 
-	known := map[string]bool{}
-	for _, n := range trainjob.OutputNames {
-		known[n] = true
-	}
-	if out := args.Template.Outputs; len(out.Parameters) > 0 {
-		for i, p := range out.Parameters {
-			if !known[p.Name] && !trainjob.IsResultKeyOutput(p.Name) && !trainjob.IsMetricOutput(p.Name) {
-				errs = append(errs, field.NotSupported(field.NewPath("outputs", "parameters").Index(i).Child("name"), p.Name,
-					append(slices.Clone(trainjob.OutputNames), trainjob.ResultKeyPrefix+"<key of the returned dict>", trainjob.MetricPrefix+"<metric name>")))
-			}
-			r.Declared = append(r.Declared, p.Name)
-		}
-	}
+	var derrs field.ErrorList
+	r.Declared, derrs = declaredOutputs(args.Template.Outputs.Parameters)
+	errs = append(errs, derrs...)
 	if len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
 	return r, nil
+}
+
+// parseKey takes the step key out of the plugin's fields: required, and substituted by Argo.
+func parseKey(base *field.Path, fields map[string]json.RawMessage) (string, field.ErrorList) {
+	key := stringField(fields[fieldKey])
+	delete(fields, fieldKey)
+	switch {
+	case key == "":
+		return key, field.ErrorList{field.Required(base.Child(fieldKey), `set key: "{{node.name}}" so each step of the workflow gets its own TrainJob`)}
+	case strings.Contains(key, "{{"):
+		return key, field.ErrorList{field.Invalid(base.Child(fieldKey), key, "was not substituted by Argo; use {{node.name}}")}
+	}
+	return key, nil
+}
+
+// parseAttempt takes the attempt out of the plugin's fields: a whole number, required when the
+// template has a retryStrategy (without it every retry would land on the failed TrainJob).
+func parseAttempt(base *field.Path, fields map[string]json.RawMessage, retried bool) (int, field.ErrorList) {
+	attempt, ok := fields[fieldAttempt]
+	delete(fields, fieldAttempt)
+	if !ok {
+		if retried {
+			return 0, field.ErrorList{field.Required(base.Child(fieldAttempt),
+				`the template has a retryStrategy: set attempt: "{{retries}}" so a retry gets a fresh TrainJob instead of the failed one`)}
+		}
+		return 0, nil
+	}
+	s := stringField(attempt)
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return n, field.ErrorList{field.Invalid(base.Child(fieldAttempt), s, `must be a whole number; use attempt: "{{retries}}" with a retryStrategy`)}
+	}
+	return n, nil
+}
+
+// declaredOutputs are the names of the template's output parameters, each one trainstep fills.
+func declaredOutputs(params []wfv1.Parameter) ([]string, field.ErrorList) {
+	var (
+		names []string
+		errs  field.ErrorList
+	)
+	for i, p := range params {
+		if !slices.Contains(trainjob.OutputNames, p.Name) && !trainjob.IsResultKeyOutput(p.Name) && !trainjob.IsMetricOutput(p.Name) {
+			errs = append(errs, field.NotSupported(field.NewPath("outputs", "parameters").Index(i).Child("name"), p.Name,
+				append(slices.Clone(trainjob.OutputNames), trainjob.ResultKeyPrefix+"<key of the returned dict>", trainjob.MetricPrefix+"<metric name>")))
+		}
+		names = append(names, p.Name)
+	}
+	return names, errs
 }
 
 // prefixed re-roots the step's own field errors under plugin.<key> so the message names the

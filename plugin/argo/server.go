@@ -140,28 +140,35 @@ func (h *executeHandler) serve(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), agentTimeout-2*time.Second)
 	defer cancel()
 	res := p.execute(ctx, call, h.ready)
+	h.record(call, res, start)
+	c.JSON(http.StatusOK, res.reply)
+}
+
+// record counts a call's outcome and hold, and logs it: one line a call, none for a foreign one.
+func (h *executeHandler) record(call *call, res result, start time.Time) {
+	p := h.p
 	p.count(res.outcome)
 	p.metrics.hold.Observe(res.held.Seconds())
 	if res.notice != nil {
 		p.metrics.notice.Observe(res.notice.Seconds())
 	}
-	if res.outcome != outcomeForeign {
-		attrs := []any{"outcome", res.outcome, "duration", time.Since(start).String(), "template", call.template}
-		if call.workflow != "" {
-			attrs = append(attrs, "workflow", call.workflow)
-		}
-		if res.req != nil {
-			attrs = append(attrs, "step", res.req.Key, "attempt", res.req.Attempt)
-		}
-		if res.trainJob != "" {
-			attrs = append(attrs, "trainjob", res.trainJob)
-		}
-		if res.reply.Node != nil {
-			attrs = append(attrs, "message", message.FirstLine(res.reply.Node.Message))
-		}
-		p.log.Info("execute", attrs...)
+	if res.outcome == outcomeForeign {
+		return
 	}
-	c.JSON(http.StatusOK, res.reply)
+	attrs := []any{"outcome", res.outcome, "duration", time.Since(start).String(), "template", call.template}
+	if call.workflow != "" {
+		attrs = append(attrs, "workflow", call.workflow)
+	}
+	if res.req != nil {
+		attrs = append(attrs, "step", res.req.Key, "attempt", res.req.Attempt)
+	}
+	if res.trainJob != "" {
+		attrs = append(attrs, "trainjob", res.trainJob)
+	}
+	if res.reply.Node != nil {
+		attrs = append(attrs, "message", message.FirstLine(res.reply.Node.Message))
+	}
+	p.log.Info("execute", attrs...)
 }
 
 // ready waits for the cache's first list (up to syncWait), once: informers stay listed.

@@ -245,24 +245,8 @@ func setup(mgr manager.Manager, opts Options, ownPods, kueue bool) error {
 	if err := trainjob.RegisterIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	// Asking for the runtimes' informers now makes the first plan wait for no cold list.
-	for _, kind := range []string{runtimes.ClusterKind, runtimes.NamespacedKind} {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(schema.GroupVersionKind{Group: runtimes.Group, Version: runtimes.Version, Kind: kind})
-		if _, err := mgr.GetCache().GetInformer(context.Background(), u); err != nil {
-			return fmt.Errorf("watching %ss: %w", kind, err)
-		}
-	}
-	// A TrainJob the cache shows is no longer a create in flight (see missing).
-	tjs, err := mgr.GetCache().GetInformer(context.Background(), &trainer.TrainJob{})
-	if err != nil {
-		return fmt.Errorf("watching TrainJobs: %w", err)
-	}
-	if _, err := tjs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    r.engine.Creates.Seen,
-		UpdateFunc: func(_, obj any) { r.engine.Creates.Seen(obj) },
-	}); err != nil {
-		return fmt.Errorf("watching TrainJobs: %w", err)
+	if err := r.warmInformers(mgr.GetCache()); err != nil {
+		return err
 	}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		run, ok := o.(*v1beta1.CustomRun)
@@ -275,9 +259,32 @@ func setup(mgr manager.Manager, opts Options, ownPods, kueue bool) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podOwner)).
 		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(r.eventOwner))
 	b, r.workloads = r.watchWorkloads(mgr, b, kueue)
-	err = b.WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).Complete(r)
-	if err != nil {
+	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).Complete(r); err != nil {
 		return fmt.Errorf("setting up the CustomRun controller: %w", err)
+	}
+	return nil
+}
+
+// warmInformers starts the informers the first step needs before it comes: the runtimes' (so the
+// first plan waits for no cold list) and the TrainJobs', whose every add or update tells the
+// engine a create in flight has landed (see missing).
+func (r *Reconciler) warmInformers(c cache.Cache) error {
+	for _, kind := range []string{runtimes.ClusterKind, runtimes.NamespacedKind} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: runtimes.Group, Version: runtimes.Version, Kind: kind})
+		if _, err := c.GetInformer(context.Background(), u); err != nil {
+			return fmt.Errorf("watching %ss: %w", kind, err)
+		}
+	}
+	tjs, err := c.GetInformer(context.Background(), &trainer.TrainJob{})
+	if err != nil {
+		return fmt.Errorf("watching TrainJobs: %w", err)
+	}
+	if _, err := tjs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    r.engine.Creates.Seen,
+		UpdateFunc: func(_, obj any) { r.engine.Creates.Seen(obj) },
+	}); err != nil {
+		return fmt.Errorf("watching TrainJobs: %w", err)
 	}
 	return nil
 }
