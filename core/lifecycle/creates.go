@@ -81,6 +81,21 @@ func (k *marks) add(key client.ObjectKey) {
 	k.m[key] = struct{}{}
 }
 
+// claim adds key unless it is there, and says whether it added it: one recording of a start
+// at a time, however many looks meet the job meanwhile.
+func (k *marks) claim(key client.ObjectKey) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.m[key]; ok {
+		return false
+	}
+	if k.m == nil || len(k.m) >= maxMarks {
+		k.m = map[client.ObjectKey]struct{}{}
+	}
+	k.m[key] = struct{}{}
+	return true
+}
+
 func (k *marks) has(key client.ObjectKey) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()

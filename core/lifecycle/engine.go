@@ -87,6 +87,11 @@ type Engine struct {
 	Warn func(ctx context.Context, msg string, err error)
 	// RBAC names where the face's rules are, for a refusal's fix (manifests/tekton/rbac.yaml).
 	RBAC string
+	// RecordStartAside records a job's start beside the look rather than within it, for a face
+	// whose look answers a waiting caller (Argo's agent): the record is bookkeeping no answer
+	// depends on, and behind the client's rate limit a burst of newly started jobs would hold
+	// every call that meets one.
+	RecordStartAside bool
 	// marks are the starts this engine recorded that the cache does not show yet, so a look in
 	// between does not record them again.
 	marks marks

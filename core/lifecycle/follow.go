@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -88,8 +89,8 @@ func (e *Engine) conclude(ctx context.Context, v trainjob.Verdict) Status {
 }
 
 // markStarted records on the TrainJob that it started, so startTimeout never applies again,
-// whichever process looks next; once, until the cache shows it. A failure is tried again at the
-// next look.
+// whichever process looks next; once, until the cache shows it (RecordStartAside: beside the
+// look). A failure is tried again at the next look.
 func (e *Engine) markStarted(ctx context.Context, tj *trainer.TrainJob, v trainjob.Verdict) {
 	key := client.ObjectKeyFromObject(tj)
 	if v.MarkStarted.IsZero() {
@@ -98,17 +99,30 @@ func (e *Engine) markStarted(ctx context.Context, tj *trainer.TrainJob, v trainj
 		}
 		return
 	}
-	if e.marks.has(key) {
+	if !e.marks.claim(key) {
 		return
 	}
-	if err := trainjob.MarkStarted(ctx, e.Writer, tj.Namespace, tj.Name, v.MarkStarted); err != nil {
-		if e.Warn != nil {
-			e.Warn(ctx, "recording that a TrainJob started failed; tried again at the next look", err)
+	record := func(ctx context.Context) {
+		if err := trainjob.MarkStarted(ctx, e.Writer, tj.Namespace, tj.Name, v.MarkStarted); err != nil {
+			e.marks.done(key)
+			if e.Warn != nil {
+				e.Warn(ctx, "recording that a TrainJob started failed; tried again at the next look", err)
+			}
 		}
+	}
+	if !e.RecordStartAside {
+		record(ctx)
 		return
 	}
-	e.marks.add(key)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startRecordTimeout)
+		defer cancel()
+		record(ctx)
+	}()
 }
+
+// startRecordTimeout bounds a start recorded beside the look; a later look tries again.
+const startRecordTimeout = time.Minute
 
 func (e *Engine) tailer() trainjob.Tailer {
 	return trainjob.Tailer{Logs: e.Logs, Pods: e.API}

@@ -230,6 +230,8 @@ func (p *Plugin) newEngine(c cache.Cache, api client.Client, logs trainjob.LogSo
 		Tails:   trainjob.NewTails(),
 		Clock:   p.clock,
 		RBAC:    "manifests/argo/rbac.yaml: kubectl apply -f manifests/argo/rbac.yaml",
+		// A call answers the agent; the start record need not hold it.
+		RecordStartAside: true,
 		Warn: func(_ context.Context, msg string, err error) {
 			p.log.Warn(msg, "error", err)
 		},
