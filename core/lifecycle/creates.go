@@ -72,15 +72,6 @@ type marks struct {
 	m  map[client.ObjectKey]struct{}
 }
 
-func (k *marks) add(key client.ObjectKey) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.m == nil || len(k.m) >= maxMarks {
-		k.m = map[client.ObjectKey]struct{}{}
-	}
-	k.m[key] = struct{}{}
-}
-
 // claim adds key unless it is there, and says whether it added it: one recording of a start
 // at a time, however many looks meet the job meanwhile.
 func (k *marks) claim(key client.ObjectKey) bool {
