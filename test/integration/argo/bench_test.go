@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -71,14 +72,20 @@ func BenchmarkCompletionNotice(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
 }
 
-// complete makes the TrainJob terminal as the Trainer would and returns when the write began.
+// complete makes the TrainJob terminal as the Trainer would, again on a conflict (the plugin
+// records a job's start beside its calls), and returns when the write that took began.
 func complete(tb testing.TB, ns, name string) time.Time {
 	tb.Helper()
-	tj := &trainer.TrainJob{}
-	require.NoError(tb, c.Get(tb.Context(), client.ObjectKey{Namespace: ns, Name: name}, tj))
-	apimeta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "done"})
-	start := time.Now()
-	require.NoError(tb, c.Status().Update(tb.Context(), tj))
+	var start time.Time
+	require.NoError(tb, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tj := &trainer.TrainJob{}
+		if err := c.Get(tb.Context(), client.ObjectKey{Namespace: ns, Name: name}, tj); err != nil {
+			return err
+		}
+		apimeta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "done"})
+		start = time.Now()
+		return c.Status().Update(tb.Context(), tj)
+	}))
 	return start
 }
 

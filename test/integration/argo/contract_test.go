@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/argo"
@@ -206,13 +207,18 @@ func TestReplayFindsTheSameTrainJob(t *testing.T) {
 	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 1)
 }
 
-// setTrainerProgress writes status.trainerStatus as the Trainer v2.2+ does.
+// setTrainerProgress writes status.trainerStatus as the Trainer v2.2+ does, again on a conflict
+// (the plugin records the job's start beside its calls, so the job may change meanwhile).
 func setTrainerProgress(t *testing.T, ns, name string, pct int32) {
 	t.Helper()
-	tj := &trainer.TrainJob{}
-	require.NoError(t, c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, tj))
-	tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: &pct, LastUpdatedTime: metav1.Now()}
-	require.NoError(t, c.Status().Update(t.Context(), tj))
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tj := &trainer.TrainJob{}
+		if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, tj); err != nil {
+			return err
+		}
+		tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: &pct, LastUpdatedTime: metav1.Now()}
+		return c.Status().Update(t.Context(), tj)
+	}))
 }
 
 // TestNodeProgress: the reply's progress is running nodes / nodes, then the Trainer's
