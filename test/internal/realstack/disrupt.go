@@ -74,10 +74,7 @@ func (s *Stack) PrivateNode(t testing.TB) string {
 // pods already bound keep running.
 func (s *Stack) CordonNode(t testing.TB, name string) (uncordon func()) {
 	t.Helper()
-	set := func(ctx context.Context, unschedulable bool) error {
-		return s.setUnschedulable(ctx, name, unschedulable)
-	}
-	if err := set(context.Background(), true); err != nil {
+	if err := s.setUnschedulable(context.Background(), name, true); err != nil {
 		t.Fatalf("cordoning Node %s: %v", name, err)
 	}
 	done := false
@@ -86,7 +83,7 @@ func (s *Stack) CordonNode(t testing.TB, name string) (uncordon func()) {
 			return
 		}
 		done = true
-		if err := set(context.Background(), false); err != nil {
+		if err := s.setUnschedulable(context.Background(), name, false); err != nil {
 			t.Errorf("uncordoning Node %s: %v", name, err)
 		}
 	}
