@@ -143,7 +143,7 @@ func (e *Engine) planningFailed(s Step, err error) Status {
 	case apierrors.IsForbidden(err):
 		return failed(s, "", ReasonPlanningForbidden, fmt.Sprintf("planning the TrainJob: %v; grant the rules trainstep's install gives (%s)", err, e.rbacHint()))
 	case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
-		return failed(s, "", ReasonPlanningFailed, fmt.Sprintf("planning the TrainJob: %v; is the Kubeflow Trainer (v2.1 or later) installed?", err))
+		return failed(s, "", ReasonPlanningFailed, fmt.Sprintf("planning the TrainJob: %v; is the Kubeflow Trainer (v2.0.1 or later, docs/install.md) installed?", err))
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), apierrors.IsNotAcceptable(err):
 		return failed(s, "", ReasonPlanningFailed, fmt.Sprintf("planning the TrainJob: the apiserver refused a request: %v", err))
 	}

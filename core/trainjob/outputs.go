@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Output names: stable, documented in the README, valid as Argo parameter and Tekton result names.
+// Output names: stable, documented in docs/outputs.md, valid as Argo parameter and Tekton result names.
 const (
 	OutName           = "trainjob-name"
 	OutNamespace      = "trainjob-namespace"

@@ -12,7 +12,7 @@ import (
 	"github.com/trainstep/trainstep/core/trainjob"
 )
 
-// Exit codes of `executor run`, documented in the README.
+// Exit codes of `executor run`, documented in docs/cli.md.
 const (
 	ExitSucceeded  = 0
 	ExitFailed     = 1 // the TrainJob failed

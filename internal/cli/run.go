@@ -141,7 +141,7 @@ func (o *runOptions) run(ctx context.Context) int {
 	if logs == nil {
 		logs = trainjob.KubeletLogs{Client: kube}
 	}
-	runner := &lifecycle.Runner{Client: c, Logs: logs, RBAC: "the Role the README lists for the step's ServiceAccount",
+	runner := &lifecycle.Runner{Client: c, Logs: logs, RBAC: "the Role docs/cli.md lists for the step's ServiceAccount",
 		Planner: &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}, Detector: &trainjob.APIDetector{Reader: c}}}
 	s := lifecycle.Step{Spec: spec, Namespace: ns, Identity: o.identity(), Deadlines: deadlines(spec), KeepOnStop: o.keepOnStop}
 	// Bad input and missing rights are said before anything is created.

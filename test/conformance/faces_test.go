@@ -202,7 +202,7 @@ func (cliFace) run(t *testing.T, sc scenario) result {
 }
 
 // cliStepKey is the --step-key of every step the CLI face runs: an Argo DAG node's name, as the
-// README's container-step recipe passes "{{node.name}}" (the release before 1 Dec 2026 cut such a
+// docs/cli.md's container-step recipe passes "{{node.name}}" (the release before 1 Dec 2026 cut such a
 // key differently in the TrainJob's name).
 const cliStepKey = "train-dag-x7k2p.train-model"
 

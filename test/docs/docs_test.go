@@ -76,3 +76,38 @@ func TestCitedDocumentsExist(t *testing.T) {
 		}
 	}
 }
+
+// readme is the repository's README.md.
+func readme(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// The README is read in ten minutes: the reference lives in docs/, and the README stays short.
+func TestREADMEIsShort(t *testing.T) {
+	const maxLines = 230
+	lines := strings.Count(readme(t), "\n")
+	assert.LessOrEqual(t, lines, maxLines, "README.md has %d lines; move reference material into docs/ and link it", lines)
+}
+
+// The README's quick start is two commands: a local run of a step (no cluster) and every test.
+// Its code blocks hold exactly these, so a newcomer copies nothing else.
+func TestREADMEQuickStartIsTheTwoCommands(t *testing.T) {
+	_, rest, ok := strings.Cut(readme(t), "\n## Quick start\n")
+	require.True(t, ok, "README.md has no \"## Quick start\" section")
+	section, _, _ := strings.Cut(rest, "\n## ")
+	var commands []string
+	for _, block := range regexp.MustCompile("(?s)```[a-z]*\n(.*?)```").FindAllStringSubmatch(section, -1) {
+		for _, line := range strings.Split(block[1], "\n") {
+			if cmd, _, _ := strings.Cut(line, "#"); strings.TrimSpace(cmd) != "" {
+				commands = append(commands, strings.TrimSpace(cmd))
+			}
+		}
+	}
+	assert.Equal(t, []string{
+		"go run ./cmd/executor run --local -f examples/steps/hello-xgboost.yaml",
+		"make test",
+	}, commands)
+}

@@ -30,7 +30,7 @@ import (
 // cliStepSA is the ServiceAccount of the container steps that run `executor run`.
 const cliStepSA = "trainstep-cli-step"
 
-// cliRetryWorkflow is README's container-step recipe (`executor run` with the step pod's name
+// cliRetryWorkflow is docs/cli.md's container-step recipe (`executor run` with the step pod's name
 // and UID from the downward API, and its UID as the run) in a template with a retryStrategy.
 func cliRetryWorkflow(bin, stepFile string) string {
 	return fmt.Sprintf(`

@@ -18,15 +18,15 @@ import (
 	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
-// readmeRecipe is the README's container step (`executor run` in an Argo template), with Argo's
-// variables filled in as Argo would.
-func readmeRecipe(t *testing.T) corev1.Container {
+// documentedRecipe is the container step that docs/cli.md gives (`executor run` in an Argo template;
+// the README links to it), with Argo's variables filled in as Argo would.
+func documentedRecipe(t *testing.T) corev1.Container {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, "docs", "cli.md"))
 	require.NoError(t, err)
 	const start = "```yaml\ncontainer:\n"
 	_, rest, ok := strings.Cut(string(b), start)
-	require.True(t, ok, "the README has no ```yaml block starting with container:")
+	require.True(t, ok, "docs/cli.md has no ```yaml block starting with container:")
 	block, _, ok := strings.Cut(rest, "```")
 	require.True(t, ok)
 	block = strings.NewReplacer("{{node.name}}", "train", "{{workflow.uid}}", "0b9d6a3e-wf", "{{retries}}", "0").Replace(block)
@@ -35,17 +35,17 @@ func readmeRecipe(t *testing.T) corev1.Container {
 	return recipe.Container
 }
 
-// The README's container step, run from the image as written (its command, its env from the
+// docs/cli.md's container step, run from the image as written (its command, its env from the
 // downward API, the image's user and a writable root as a plain container step has): the step
 // succeeds and its outputs are files in --output-dir (/tmp/outputs in the recipe).
-func TestREADMEContainerStepRunsFromTheImage(t *testing.T) {
-	recipe := readmeRecipe(t)
+func TestDocumentedContainerStepRunsFromTheImage(t *testing.T) {
+	recipe := documentedRecipe(t)
 	ns := env.Namespace(t)
 	// The step pod: a real object, since the recipe makes it the TrainJob's owner.
 	stepPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train-1234"},
 		Spec: corev1.PodSpec{ServiceAccountName: "step", Containers: []corev1.Container{{Name: "main", Image: recipe.Image}}}}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "step"}}
-	// The README lists the rights a step pod needs; a test of those is test/e2e/cli's. Here: all.
+	// docs/cli.md lists the rights a step pod needs; a test of those is test/e2e/cli's. Here: all.
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "image-e2e-step-" + ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "step"}}}
