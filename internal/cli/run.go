@@ -54,6 +54,7 @@ type runOptions struct {
 
 func newRunCommand(code *int, ov Overrides) *cobra.Command {
 	o := &runOptions{logs: ov.Logs, config: ov.Config}
+	o.offCluster = "--local to train on this machine"
 	cmd := &cobra.Command{
 		Use:   "run -f STEP.yaml",
 		Short: "Run one training step: submit its TrainJob, wait for it, write its outputs",
