@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -30,6 +31,7 @@ type kubeFlags struct {
 func (k *kubeFlags) bind(f *pflag.FlagSet) {
 	f.StringVar(&k.kubeconfig, "kubeconfig", "", "path to the kubeconfig (default $KUBECONFIG or ~/.kube/config, or in-cluster)")
 	f.StringVar(&k.context, "context", "", "the kubeconfig context")
+	_ = cobra.MarkFlagFilename(f, "kubeconfig")
 }
 
 // bindNamespace adds -n/--namespace; what the namespace is for differs by command, so the help
