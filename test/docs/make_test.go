@@ -15,7 +15,7 @@ import (
 // A target that says what it is for: `name: prerequisites ## what`.
 var documentedTarget = regexp.MustCompile(`(?m)^([a-zA-Z0-9_.-]+):[^#=\n]*## (.+)$`)
 
-func make_(t *testing.T, args ...string) string {
+func runMake(t *testing.T, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("no make on PATH")
@@ -29,7 +29,7 @@ func make_(t *testing.T, args ...string) string {
 
 // `make help` lists every target with a `## ` comment, in the Makefile and in hack/make/*.mk.
 func TestMakeHelpListsEveryDocumentedTarget(t *testing.T) {
-	help := make_(t, "help")
+	help := runMake(t, "help")
 	makefiles, err := filepath.Glob(filepath.Join(root, "hack", "make", "*.mk"))
 	require.NoError(t, err)
 	makefiles = append(makefiles, filepath.Join(root, "Makefile"))
@@ -47,7 +47,7 @@ func TestMakeHelpListsEveryDocumentedTarget(t *testing.T) {
 
 // Plain `make` builds the binary, whatever hack/make/*.mk defines first.
 func TestMakeDefaultBuildsTheBinary(t *testing.T) {
-	dry := make_(t, "-n")
+	dry := runMake(t, "-n")
 	assert.Contains(t, dry, "go build")
 	assert.Contains(t, dry, "./cmd/executor")
 }
