@@ -127,7 +127,7 @@ func inClusterState() string {
 	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" || os.Getenv("KUBERNETES_SERVICE_PORT") == "" {
 		return "this is not a pod in a cluster ($KUBERNETES_SERVICE_HOST and $KUBERNETES_SERVICE_PORT are not set)"
 	}
-	return fmt.Sprintf("this pod has no ServiceAccount token at %s (automountServiceAccountToken: false?)", serviceAccountToken)
+	return fmt.Sprintf("this pod has no ServiceAccount token at %s (none is mounted where automountServiceAccountToken is false)", serviceAccountToken)
 }
 
 // ns is the step namespace: the flag, else the kubeconfig context's (or the pod's) namespace.
