@@ -38,12 +38,19 @@ VERSION_LDFLAGS := -X github.com/trainstep/trainstep/internal/version.version=$(
 FUZZTIME ?= 10s
 
 # Each face adds its own asset targets (engine binaries) to TEST_ASSETS in hack/make/<face>.mk.
+# Their targets come first in the file, so plain `make` would build Argo's binaries: say `all`.
+.DEFAULT_GOAL := all
 TEST_ASSETS := control-plane trainer-modules
 include $(wildcard hack/make/*.mk)
 
-.PHONY: all build image release docker-image test test-suites test-argov4 test-fuzz test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
+.PHONY: all help build image release docker-image test test-suites test-argov4 test-fuzz test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
 
 all: build
+
+# `make help` lists the targets that say what they are for (a `## ` comment after the
+# prerequisites), in this file and hack/make/*.mk, in the order they are written.
+help: ## this list
+	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z0-9_.-]+:[^#=]*## / {printf "  %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## the static executor binary the image ships
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(BIN) ./cmd/executor

@@ -13,7 +13,7 @@ import (
 )
 
 func newRuntimesCommand() *cobra.Command {
-	var k kubeFlags
+	k := kubeFlags{offCluster: "--stock for the runtimes built into this binary"}
 	var fromStock bool
 	cmd := &cobra.Command{
 		Use:   "runtimes",

@@ -101,7 +101,10 @@ func (o *runOptions) localRuntimes(ctx context.Context) (runtimes.Source, error)
 	if o.runtimesFrom == "stock" {
 		return stock.Source{}, nil
 	}
-	cfg, err := o.restConfig()
+	// Already off the cluster (--local, --dry-run): the way round a missing cluster is the stock runtimes.
+	k := o.kubeFlags
+	k.offCluster = "--runtimes-from=stock"
+	cfg, err := k.restConfig()
 	if err == nil {
 		cl, cerr := newClient(cfg)
 		if cerr == nil {
@@ -120,6 +123,6 @@ func (o *runOptions) localRuntimes(ctx context.Context) (runtimes.Source, error)
 	if o.runtimesFrom == "cluster" {
 		return nil, fmt.Errorf("--runtimes-from=cluster: %w", err)
 	}
-	o.say("no cluster reachable; using the stock Kubeflow Trainer runtimes (%v)", err)
+	o.say("no cluster reachable; using the stock Kubeflow Trainer runtimes (%v)", reason(err))
 	return stock.Source{}, nil
 }

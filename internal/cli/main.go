@@ -40,8 +40,17 @@ type Overrides struct {
 func MainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, ov Overrides) int {
 	code := ExitSucceeded
 	root := &cobra.Command{
-		Use:           "executor",
-		Short:         "Run Kubeflow Trainer TrainJobs as pipeline steps",
+		Use:   "executor",
+		Short: "Run Kubeflow Trainer TrainJobs as pipeline steps",
+		Example: `  # Run a step: on the cluster of the current kubeconfig context, or --local on this machine
+  executor run -f train.yaml
+  executor run -f train.yaml --local
+
+  # The runtimes a step can use on this cluster (--stock: those built into the binary)
+  executor runtimes
+
+  # Shell completion, here for bash (also zsh, fish, powershell)
+  source <(executor completion bash)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -54,6 +54,7 @@ type runOptions struct {
 
 func newRunCommand(code *int, ov Overrides) *cobra.Command {
 	o := &runOptions{logs: ov.Logs, config: ov.Config}
+	o.offCluster = "--local to train on this machine"
 	cmd := &cobra.Command{
 		Use:   "run -f STEP.yaml",
 		Short: "Run one training step: submit its TrainJob, wait for it, write its outputs",
@@ -63,6 +64,25 @@ node-0 log, wait for the TrainJob to finish and write every output to --output-d
 Exit codes: 0 succeeded, 1 the TrainJob failed, 2 invalid step (nothing created), 3 timed out,
 4 could not run (cluster or API error), 5 --local entry point (torchrun, mpirun, python) missing,
 130 interrupted (the TrainJob is deleted unless --keep-on-interrupt).`,
+		// The engine recipes of docs/cli.md, short: a user at a prompt sees them without the docs.
+		Example: `  # Check a step anywhere: print the TrainJob it would create (no cluster needed)
+  executor run -f train.yaml --dry-run
+
+  # Train on this machine: the trainer's command as local processes, one per node
+  executor run -f train.yaml --local
+
+  # Train on the cluster of the kubeconfig's current context; each output is a file in ./out
+  executor run -f train.yaml -n team-a --output-dir ./out
+
+  # Inside an Argo container step: an output parameter reads its file with
+  # valueFrom.path: /tmp/outputs/<name>
+  /executor run -f /steps/train.yaml --output-dir /tmp/outputs \
+    --step-key '{{node.name}}' --owner-uid '{{workflow.uid}}' --attempt '{{retries}}'
+
+  # Inside a Tekton step: output <name> is written to /tekton/results/<name>, which is
+  # $(results.<name>.path), so each result the Task declares under that name is filled
+  /executor run -f /steps/train.yaml --output-dir /tekton/results \
+    --step-key '$(context.task.name)' --owner-uid '$(context.taskRun.uid)' --attempt '$(context.task.retry-count)'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.stdin, o.stdout, o.stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -75,11 +95,11 @@ Exit codes: 0 succeeded, 1 the TrainJob failed, 2 invalid step (nothing created)
 	f.StringVarP(&o.file, "file", "f", "", "the step, YAML or JSON (- for stdin)")
 	f.BoolVar(&o.local, "local", false, "run the trainer as local processes instead of on a cluster")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the TrainJob that would be created and stop")
-	f.StringVar(&o.outputDir, "output-dir", "", "write each output to a file of its name here (e.g. /tmp/outputs, or $(results.path) dir)")
+	f.StringVar(&o.outputDir, "output-dir", "", "write each output to DIR/<name>, one file per output: /tmp/outputs in an Argo container step (outputs.parameters[].valueFrom.path: /tmp/outputs/<name>), /tekton/results in a Tekton step (the Task's declared results, $(results.<name>.path))")
 	f.StringVar(&o.stepKey, "step-key", "", "a key unique to this step in its pipeline run; with --owner-uid, a re-run finds the same TrainJob")
 	f.StringVar(&o.ownerUID, "owner-uid", "", "the UID of the pipeline run that owns the step (default: a fresh one, so every run starts a new TrainJob)")
 	f.IntVar(&o.attempt, "attempt", 0, "the retry attempt (a new attempt gets a new TrainJob)")
-	f.StringVar(&o.runPart, "run", os.Getenv("TRAINSTEP_RUN"), "which run of the pipeline this is, where the engine runs a finished step again under the same owner, key and attempt ($TRAINSTEP_RUN; in Argo the step pod's UID, which `argo retry` changes and a restarted container keeps): a new run gets a new TrainJob")
+	f.StringVar(&o.runPart, "run", os.Getenv("TRAINSTEP_RUN"), "which run of the pipeline this is, where the engine runs a finished step again under the same owner, key and attempt ($TRAINSTEP_RUN; in Argo the step pod's UID, which argo retry changes and a restarted container keeps): a new run gets a new TrainJob")
 	f.StringVar(&o.ownerPod, "owner-pod", os.Getenv("TRAINSTEP_OWNER_POD"), "the step pod's name ($TRAINSTEP_OWNER_POD, from the downward API): the TrainJob is garbage-collected with the pod, so a step pod killed or lost leaves no TrainJob behind")
 	f.StringVar(&o.ownerPodUID, "owner-pod-uid", os.Getenv("TRAINSTEP_OWNER_POD_UID"), "the step pod's UID ($TRAINSTEP_OWNER_POD_UID, downward API metadata.uid); needed with --owner-pod")
 	f.StringVar(&o.runtimesFrom, "runtimes-from", "auto", "with --local or --dry-run: where runtimes come from: auto (the cluster if reachable, else stock), cluster, stock")
@@ -88,6 +108,10 @@ Exit codes: 0 succeeded, 1 the TrainJob failed, 2 invalid step (nothing created)
 	o.bind(f)
 	o.bindNamespace(f, "", "the step namespace")
 	_ = cmd.MarkFlagRequired("file")
+	// What shell completion offers (executor completion bash|zsh|fish).
+	_ = cmd.MarkFlagFilename("file", "yaml", "yml", "json")
+	_ = cmd.MarkFlagDirname("output-dir")
+	_ = cmd.RegisterFlagCompletionFunc("runtimes-from", cobra.FixedCompletions([]string{"auto", "cluster", "stock"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
