@@ -56,5 +56,7 @@ func newArgoPluginCommand() *cobra.Command {
 	f.IntVar(&o.MaxHeld, "max-held", argo.DefaultMaxHeld, "hold at most this many calls at once (the agent has 16 task workers by default)")
 	f.DurationVar(&o.Requeue, "requeue", argo.DefaultRequeue, "how soon the agent calls again about an unfinished step")
 	f.Int64Var(&o.MaxBody, "max-body", argo.DefaultMaxBody, "largest request body accepted, in bytes")
+	f.Float32Var(&o.QPS, "kube-api-qps", argo.DefaultQPS, "requests per second to the apiserver")
+	f.IntVar(&o.Burst, "kube-api-burst", argo.DefaultBurst, "request burst to the apiserver")
 	return cmd
 }

@@ -29,6 +29,9 @@ const (
 	DefaultRequeue   = 5 * time.Second
 	// DefaultMaxBody is above anything etcd can store (1.5 MiB objects), so only abuse hits it.
 	DefaultMaxBody = 8 << 20
+	// DefaultQPS and DefaultBurst are Argo's workflow-controller's own client limits.
+	DefaultQPS   = 20
+	DefaultBurst = 30
 	// agentTimeout is the Argo agent's HTTP client timeout per call.
 	agentTimeout = 30 * time.Second
 	// Engine is the identity engine of TrainJobs this face creates.
@@ -61,6 +64,11 @@ type Options struct {
 	Requeue time.Duration
 	// MaxBody is the largest request body accepted.
 	MaxBody int64
+	// QPS and Burst bound the plugin's apiserver client. client-go's default, 5 per second,
+	// queues a wide fan-out's creates behind its start records (one PATCH per step): 1,000
+	// steps would wait 400 s. The default is Argo's own workflow-controller's (20, burst 30).
+	QPS   float32
+	Burst int
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Logs reads failing nodes' log tails; nil reads them through the apiserver (kubelet).
@@ -90,6 +98,12 @@ func (o *Options) Default() {
 	if o.MaxBody == 0 {
 		o.MaxBody = DefaultMaxBody
 	}
+	if o.QPS == 0 {
+		o.QPS = DefaultQPS
+	}
+	if o.Burst == 0 {
+		o.Burst = DefaultBurst
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -107,6 +121,12 @@ func (o Options) Validate() error {
 	}
 	if o.MaxHeld < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("maxHeld"), o.MaxHeld, "must not be negative"))
+	}
+	if o.QPS < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("qps"), o.QPS, "must not be negative"))
+	}
+	if o.Burst < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("burst"), o.Burst, "must not be negative"))
 	}
 	if o.Requeue < time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("requeue"), o.Requeue.String(), "must be at least 1s (a zero requeue makes the agent never call again)"))

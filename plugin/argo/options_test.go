@@ -21,6 +21,8 @@ func TestOptionsValidate(t *testing.T) {
 		"negative hold":              {mod: func(o *Options) { o.HoldMax = -time.Second }, wantErr: "holdMax"},
 		"sub-second requeue":         {mod: func(o *Options) { o.Requeue = time.Millisecond }, wantErr: "requeue"},
 		"negative cap":               {mod: func(o *Options) { o.MaxHeld = -1 }, wantErr: "maxHeld"},
+		"negative qps":               {mod: func(o *Options) { o.QPS = -1 }, wantErr: "qps"},
+		"negative burst":             {mod: func(o *Options) { o.Burst = -1 }, wantErr: "burst"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

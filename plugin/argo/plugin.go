@@ -68,6 +68,8 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid Argo plugin options: %w", err)
 	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	tokens, err := newTokenFile(opts.TokenFile)
 	if err != nil {
 		return nil, err
