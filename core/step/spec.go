@@ -10,6 +10,11 @@ import (
 // Spec is one training step. Names follow the Kubeflow SDK (numNodes, resourcesPerNode,
 // packagesToInstall, pipIndexUrls, env) in Kubernetes camelCase.
 type Spec struct {
+	// APIVersion and Kind say what the file is, for editors and for a reader who meets it among
+	// Kubernetes manifests. Both are optional (a step was a bare mapping before they existed);
+	// when set they must be APIVersion and Kind.
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
 	// Framework picks the trainer (torch → TorchTrainer, …) and the runtimes discovery looks at.
 	Framework string `json:"framework,omitempty"`
 	// Runtime names a (Cluster)TrainingRuntime explicitly and skips discovery.
@@ -39,6 +44,12 @@ type Spec struct {
 	// admission) when that is later than the creation.
 	StartTimeout *Duration `json:"startTimeout,omitempty"`
 }
+
+// APIVersion and Kind name a step file (and, in a Tekton taskRef, the custom task that runs one).
+const (
+	APIVersion = "trainstep.dev/v1alpha1"
+	Kind       = "TrainStep"
+)
 
 // RuntimeRef names a runtime. Kind is ClusterTrainingRuntime or TrainingRuntime; empty means
 // "a TrainingRuntime in the step's namespace if there is one, else the ClusterTrainingRuntime".

@@ -23,7 +23,7 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Validate checks what can be checked without a trainer or a cluster.
 func (s *Spec) Validate() field.ErrorList {
-	var errs field.ErrorList
+	errs := s.validateHeader()
 	if s.Framework == "" && s.Trainer.Kind == "" {
 		errs = append(errs, field.Required(field.NewPath("framework"),
 			"set framework (torch, mpi, jax, xgboost, deepspeed, torchtune, …) or trainer.kind"))

@@ -79,6 +79,8 @@ func Step(reg *trainers.Registry) map[string]any {
 	}
 	trainerProps["kind"] = map[string]any{"type": "string", "enum": kinds, "description": descriptions["kind"]}
 	props["trainer"] = map[string]any{"type": "object", "properties": trainerProps, "additionalProperties": false, "description": descriptions["trainer"]}
+	props["apiVersion"] = map[string]any{"type": "string", "const": step.APIVersion, "description": "Optional: what this file is (" + step.APIVersion + ")."}
+	props["kind"] = map[string]any{"type": "string", "const": step.Kind, "description": "Optional: what this file is (" + step.Kind + ")."}
 	props["framework"] = map[string]any{"type": "string", "description": descriptions["framework"], "examples": frameworks}
 	props["timeout"] = map[string]any{"type": []any{"string", "number"}, "description": descriptions["timeout"]}
 	props["startTimeout"] = map[string]any{"type": []any{"string", "number"}, "description": descriptions["startTimeout"]}

@@ -19,6 +19,6 @@ func TestSchemaCoversEveryTrainerField(t *testing.T) {
 		assert.Contains(t, keys(tr), k)
 	}
 	top := s["properties"].(map[string]any)
-	assert.Equal(t, []string{"annotations", "framework", "initializer", "keepOnTimeout", "labels", "pod", "queueName", "runtime", "runtimeConfig", "startTimeout", "timeout", "trainer"}, keys(top))
+	assert.Equal(t, []string{"annotations", "apiVersion", "framework", "initializer", "keepOnTimeout", "kind", "labels", "pod", "queueName", "runtime", "runtimeConfig", "startTimeout", "timeout", "trainer"}, keys(top))
 	assert.Equal(t, false, s["additionalProperties"], "unknown keys are errors for editors too")
 }
