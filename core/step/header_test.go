@@ -28,7 +28,7 @@ func TestHeader(t *testing.T) {
 			wantErr: []string{`kind: Invalid value: 1: must be the string "TrainStep"`},
 		},
 		"a pasted TrainJob is told once, not key by key": {
-			yaml: "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\nspec: {runtimeRef: {name: torch-distributed}}\n",
+			yaml:    "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\nspec: {runtimeRef: {name: torch-distributed}}\n",
 			wantErr: []string{"invalid training step (2 problems)", "apiVersion", "kind", "a Kubeflow TrainJob is not a step"},
 		},
 	}

@@ -76,8 +76,9 @@ type Initializer struct {
 type StorageInitializer struct {
 	StorageURI string `json:"storageUri,omitempty"`
 	Env        Env    `json:"env,omitzero"`
-	// SecretRef names a Secret in the step's namespace whose keys become the initializer's env.
-	SecretRef string `json:"secretRef,omitempty"`
+	// SecretRef names a Secret in the step's namespace whose keys become the initializer's env:
+	// secretRef: name, or secretRef: {name: name} as in the TrainJob.
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
 }
 
 // TrainerSpec is the trainer block: its kind, and the raw fields that the registered trainer of

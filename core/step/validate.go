@@ -136,9 +136,15 @@ func validateStorage(s *StorageInitializer, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("storageUri"), s.StorageURI, "must look like scheme://path, such as hf://tatsu-lab/alpaca"))
 	}
 	errs = append(errs, ValidateEnv(s.Env, p.Child("env"))...)
-	if s.SecretRef != "" {
-		for _, msg := range validation.IsDNS1123Subdomain(s.SecretRef) {
-			errs = append(errs, field.Invalid(p.Child("secretRef"), s.SecretRef, msg))
+	if r := s.SecretRef; r != nil {
+		// The name alone, or {name} as the TrainJob has it: the path is the user's either way.
+		switch {
+		case r.Name == "":
+			errs = append(errs, field.Required(p.Child("secretRef"), "the Secret's name (secretRef: hf-token, or secretRef: {name: hf-token}), in the step's namespace"))
+		default:
+			for _, msg := range validation.IsDNS1123Subdomain(r.Name) {
+				errs = append(errs, field.Invalid(p.Child("secretRef"), r.Name, msg))
+			}
 		}
 	}
 	return errs

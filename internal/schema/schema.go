@@ -42,7 +42,7 @@ var descriptions = map[string]string{
 	"args":               "Container args (CustomTrainerContainer).",
 	"config":             "torchtune config overrides, key=value (nested keys with dots).",
 	"storageUri":         "Where to download from, e.g. hf://tatsu-lab/alpaca or s3://bucket/path.",
-	"secretRef":          "A Secret in the step's namespace whose keys become the initializer's env.",
+	"secretRef":          "A Secret in the step's namespace whose keys become env (initializer: its name, or {name: …} as in a TrainJob).",
 	"pod":                "Where the pods run and what they run with. Reaches the pods through spec.runtimePatches (Trainer v2.2+, manager trainstep.dev/trainstep) or spec.podTemplateOverrides (v2.1), read from the installed TrainJob CRD.",
 	"nodeSelector":       "Node labels every pod of the job must match.",
 	"tolerations":        "Taints every pod of the job tolerates (Kubernetes tolerations).",
@@ -124,6 +124,8 @@ func typeSchema(t reflect.Type) map[string]any {
 		return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}}
 	case reflect.TypeOf(step.Object(nil)):
 		return map[string]any{"type": "object"}
+	case reflect.TypeOf(step.SecretRef{}): // the name alone, or the TrainJob's {name}
+		return map[string]any{"anyOf": []any{map[string]any{"type": "string"}, object(t)}}
 	}
 	if reflect.PointerTo(t).Implements(reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()) {
 		return map[string]any{} // decoded by its own code (Duration, TrainerSpec); Step fills these in
