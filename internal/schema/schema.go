@@ -51,7 +51,7 @@ var descriptions = map[string]string{
 	"schedulingGates":    "Scheduling gate names; the pods wait until something removes them.",
 	"serviceAccountName": "ServiceAccount every pod of the job runs as.",
 	"imagePullSecrets":   "Names of Secrets for pulling images.",
-	"volumes":            "Pod volumes: each has a name and exactly one of persistentVolumeClaim, secret, configMap, emptyDir.",
+	"volumes":            "Pod volumes in Kubernetes' shape: a name and exactly one source (persistentVolumeClaim, secret, configMap, emptyDir, csi, nfs, ephemeral, projected, downwardAPI, image, …). hostPath is refused: a training step must not mount the node's filesystem.",
 	"volumeMounts":       "Mounts of pod.volumes into the trainer container (name, mountPath, subPath, readOnly).",
 	"envFrom":            "Every key of a Secret (secretRef) or ConfigMap (configMapRef) as trainer env, with an optional prefix. No Trainer release carries envFrom: trainstep mounts each object and the command script exports its keys (function trainers, or a container command [bash, -c, script]).",
 }
@@ -87,6 +87,8 @@ func Step(reg *trainers.Registry) map[string]any {
 	props["runtime"].(map[string]any)["properties"].(map[string]any)["kind"] = map[string]any{"type": "string",
 		"enum": []any{step.ClusterTrainingRuntime, step.TrainingRuntime}}
 	podProps := props["pod"].(map[string]any)["properties"].(map[string]any)
+	// hostPath parses (so it is refused by name, with why) but editors should not offer it.
+	delete(podProps["volumes"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any), "hostPath")
 	podProps["env"].(map[string]any)["description"] = "Trainer env from Secret or ConfigMap keys: NAME: {secretKeyRef: {name, key}} or {configMapKeyRef: {name, key}} (→ spec.trainer.env valueFrom)."
 	root["required"] = []any{"trainer"}
 	return root
