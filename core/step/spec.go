@@ -31,6 +31,10 @@ type Spec struct {
 	// Labels and Annotations go on the TrainJob's metadata (spec.labels was removed in Trainer v2.2).
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// NamePrefix replaces the readable part of the TrainJob's name, which is otherwise made from
+	// the step key (an Argo node name, a CustomRun's name); the name stays deterministic:
+	// <namePrefix>-<12 hex characters of the step's identity>.
+	NamePrefix string `json:"namePrefix,omitempty"`
 	// QueueName submits the TrainJob to a Kueue LocalQueue (label kueue.x-k8s.io/queue-name).
 	QueueName string `json:"queueName,omitempty"`
 	// Timeout bounds the whole step; when it passes the TrainJob is deleted unless KeepOnTimeout.

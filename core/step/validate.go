@@ -60,6 +60,7 @@ func (s *Spec) Validate() field.ErrorList {
 	errs = append(errs, s.Pod.Validate(field.NewPath("pod"))...)
 	errs = append(errs, validateMeta(s.Labels, field.NewPath("labels"), true)...)
 	errs = append(errs, validateMeta(s.Annotations, field.NewPath("annotations"), false)...)
+	errs = append(errs, ValidateNamePrefix(s.NamePrefix, field.NewPath("namePrefix"))...)
 	if s.QueueName != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(s.QueueName) {
 			errs = append(errs, field.Invalid(field.NewPath("queueName"), s.QueueName, msg))

@@ -22,6 +22,7 @@ var descriptions = map[string]string{
 	"labels":             "Labels for the TrainJob's metadata.",
 	"annotations":        "Annotations for the TrainJob's metadata.",
 	"queueName":          "Kueue LocalQueue (label kueue.x-k8s.io/queue-name).",
+	"namePrefix":         "The TrainJob's name is <namePrefix>-<12 hex characters of the step's identity>; a DNS-1035 label of at most 20 characters (a trailing dash is dropped). Default: made from the step key.",
 	"timeout":            "Bound on the whole step, e.g. 2h; the TrainJob is deleted when it passes unless keepOnTimeout.",
 	"keepOnTimeout":      "Leave the TrainJob running when the timeout passes.",
 	"startTimeout":       "Fail the step, with the scheduler's or kubelet's reason, when its TrainJob has not started within this (e.g. 15m); the TrainJob is deleted. Started: an initializer pod Running or Succeeded, or every trainer node Running or Succeeded at once; once started it never applies again. A queued (Suspended) job is not bounded by it.",
