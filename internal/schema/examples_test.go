@@ -70,22 +70,22 @@ func TestSchemaNarrowsTheTrainerToItsKind(t *testing.T) {
 		yaml  string
 		valid bool
 	}{
-		"torch function":                    {"framework: torch\ntrainer: {func: 'def f(): pass', maxRestarts: 2}", true},
-		"torch with a torchtune field":      {"framework: torch\ntrainer: {func: 'def f(): pass', epochs: 1}", false},
-		"torchtune with its SDK fields":     {"framework: torchtune\ntrainer: {epochs: 1, peftConfig: {loraRank: 8}, datasetPreprocessConfig: {source: json}}", true},
-		"torchtune with a function":         {"framework: torchtune\ntrainer: {func: 'def f(): pass'}", false},
+		"torch function":                     {"framework: torch\ntrainer: {func: 'def f(): pass', maxRestarts: 2}", true},
+		"torch with a torchtune field":       {"framework: torch\ntrainer: {func: 'def f(): pass', epochs: 1}", false},
+		"torchtune with its SDK fields":      {"framework: torchtune\ntrainer: {epochs: 1, peftConfig: {loraRank: 8}, datasetPreprocessConfig: {source: json}}", true},
+		"torchtune with a function":          {"framework: torchtune\ntrainer: {func: 'def f(): pass'}", false},
 		"torchtune with an unknown LoRA key": {"framework: torchtune\ntrainer: {peftConfig: {rank: 8}}", false},
-		"the kind wins over the framework":  {"framework: torch\ntrainer: {kind: CustomTrainerContainer, image: i, command: [python]}", true},
-		"container with a function field":   {"framework: torch\ntrainer: {kind: CustomTrainerContainer, image: i, func: x}", false},
-		"a kind that is not registered":     {"trainer: {kind: TorchTrainr}", false},
-		"an unknown framework: any field":   {"framework: mlx\ntrainer: {kind: CustomTrainer, func: x}", true},
-		"secretRef as a name":               {"framework: torchtune\ntrainer: {}\ninitializer: {model: {storageUri: 'hf://m', secretRef: s}}", true},
-		"secretRef as the TrainJob has it":  {"framework: torchtune\ntrainer: {}\ninitializer: {model: {storageUri: 'hf://m', secretRef: {name: s}}}", true},
-		"a csi volume":                      {"framework: torch\ntrainer: {}\npod: {volumes: [{name: v, csi: {driver: d}}]}", true},
-		"a hostPath volume":                 {"framework: torch\ntrainer: {}\npod: {volumes: [{name: v, hostPath: {path: /}}]}", false},
-		"the header":                        {"apiVersion: trainstep.dev/v1alpha1\nkind: TrainStep\nframework: torch\ntrainer: {}", true},
-		"a wrong kind":                      {"kind: TrainJob\nframework: torch\ntrainer: {}", false},
-		"a namePrefix":                      {"namePrefix: nightly\nframework: torch\ntrainer: {}", true},
+		"the kind wins over the framework":   {"framework: torch\ntrainer: {kind: CustomTrainerContainer, image: i, command: [python]}", true},
+		"container with a function field":    {"framework: torch\ntrainer: {kind: CustomTrainerContainer, image: i, func: x}", false},
+		"a kind that is not registered":      {"trainer: {kind: TorchTrainr}", false},
+		"an unknown framework: any field":    {"framework: mlx\ntrainer: {kind: CustomTrainer, func: x}", true},
+		"secretRef as a name":                {"framework: torchtune\ntrainer: {}\ninitializer: {model: {storageUri: 'hf://m', secretRef: s}}", true},
+		"secretRef as the TrainJob has it":   {"framework: torchtune\ntrainer: {}\ninitializer: {model: {storageUri: 'hf://m', secretRef: {name: s}}}", true},
+		"a csi volume":                       {"framework: torch\ntrainer: {}\npod: {volumes: [{name: v, csi: {driver: d}}]}", true},
+		"a hostPath volume":                  {"framework: torch\ntrainer: {}\npod: {volumes: [{name: v, hostPath: {path: /}}]}", false},
+		"the header":                         {"apiVersion: trainstep.dev/v1alpha1\nkind: TrainStep\nframework: torch\ntrainer: {}", true},
+		"a wrong kind":                       {"kind: TrainJob\nframework: torch\ntrainer: {}", false},
+		"a namePrefix":                       {"namePrefix: nightly\nframework: torch\ntrainer: {}", true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
