@@ -21,7 +21,7 @@ func TestSecretRefShapes(t *testing.T) {
 		"the TrainJob's shape": {ref: "{name: hf-token}", want: "hf-token"},
 		"an unknown key in the object": {ref: "{name: hf-token, optional: true}",
 			wantErr: `initializer.model.secretRef.optional: Invalid value: "optional": unknown field (known fields here: name)`},
-		"a typo of name": {ref: "{nmae: hf-token}", wantErr: `did you mean "name"?`},
+		"a typo of name": {ref: "{nam: hf-token}", wantErr: `did you mean "name"?`},
 		"a number": {ref: "1",
 			wantErr: `initializer.model.secretRef: Invalid value: 1: must be a Secret's name, or {name: <Secret's name>}`},
 		"a list": {ref: "[a]", wantErr: `initializer.model.secretRef: Invalid value: ["a"]: must be a Secret's name`},

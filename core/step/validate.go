@@ -137,16 +137,21 @@ func validateStorage(s *StorageInitializer, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("storageUri"), s.StorageURI, "must look like scheme://path, such as hf://tatsu-lab/alpaca"))
 	}
 	errs = append(errs, ValidateEnv(s.Env, p.Child("env"))...)
-	if r := s.SecretRef; r != nil {
-		// The name alone, or {name} as the TrainJob has it: the path is the user's either way.
-		switch {
-		case r.Name == "":
-			errs = append(errs, field.Required(p.Child("secretRef"), "the Secret's name (secretRef: hf-token, or secretRef: {name: hf-token}), in the step's namespace"))
-		default:
-			for _, msg := range validation.IsDNS1123Subdomain(r.Name) {
-				errs = append(errs, field.Invalid(p.Child("secretRef"), r.Name, msg))
-			}
-		}
+	return append(errs, validateSecretRef(s.SecretRef, p.Child("secretRef"))...)
+}
+
+// validateSecretRef checks the name, written alone or as {name} as the TrainJob has it: the
+// path is the user's either way.
+func validateSecretRef(r *SecretRef, p *field.Path) field.ErrorList {
+	if r == nil {
+		return nil
+	}
+	if r.Name == "" {
+		return field.ErrorList{field.Required(p, "the Secret's name (secretRef: hf-token, or secretRef: {name: hf-token}), in the step's namespace")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(r.Name) {
+		errs = append(errs, field.Invalid(p, r.Name, msg))
 	}
 	return errs
 }
