@@ -11,6 +11,9 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/kubeflow/trainer/v2 v2.3.0
 	github.com/prometheus/client_golang v1.23.2
+	// A JSON Schema (draft 2020-12) validator, for tests only: the examples and the if/then rules
+	// of schemas/step.schema.json are checked as an editor reads them.
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.11.1
 	github.com/tektoncd/pipeline v1.3.0

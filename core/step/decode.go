@@ -17,6 +17,7 @@ var (
 	stringType     = reflect.TypeOf("")
 	errBadDuration = errors.New(`must be a duration such as "90m" or "2h", or a number of seconds`)
 	unmarshalerT   = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+	shorthandT     = reflect.TypeOf((*interface{ shorthand() })(nil)).Elem()
 	objectType     = reflect.TypeOf(Object(nil))
 	envType        = reflect.TypeOf(Env(nil))
 )
@@ -50,13 +51,10 @@ func DecodeStrict(raw []byte, out any, path *field.Path) field.ErrorList {
 // unknownKeys walks the decoded value beside the Go type it will land in.
 func unknownKeys(v any, t reflect.Type, path *field.Path) field.ErrorList {
 	for t.Kind() == reflect.Pointer {
-		if t.Implements(unmarshalerT) {
-			return nil // custom decoding owns its keys (TrainerSpec, Duration)
-		}
 		t = t.Elem()
 	}
-	if reflect.PointerTo(t).Implements(unmarshalerT) {
-		return nil
+	if reflect.PointerTo(t).Implements(unmarshalerT) && !reflect.PointerTo(t).Implements(shorthandT) {
+		return nil // custom decoding owns its keys (TrainerSpec, Duration)
 	}
 	var errs field.ErrorList
 	switch t.Kind() {
@@ -261,6 +259,9 @@ func lookup(v any, dotted string) any {
 func describe(t reflect.Type) string {
 	if t == objectType || t == envType {
 		return "an object (key: value)"
+	}
+	if t == secretRefType {
+		return "a Secret's name, or {name: <Secret's name>}"
 	}
 	switch t.Kind() {
 	case reflect.String:

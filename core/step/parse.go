@@ -8,8 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Parse reads a step from YAML or JSON. Unknown keys, duplicate keys and values of the wrong type
-// are refused by name; nothing about the trainer's own fields is checked here (the registered
+// Parse reads a step from YAML or JSON. A wrong apiVersion or kind is refused first, alone (the
+// rest is then no step); then unknown keys, duplicate keys and values of the wrong type are
+// refused by name. Nothing about the trainer's own fields is checked here (the registered
 // trainer does that).
 func Parse(data []byte) (*Spec, error) {
 	js, errs := toJSON(data)
@@ -18,6 +19,9 @@ func Parse(data []byte) (*Spec, error) {
 	}
 	if strings.TrimSpace(string(js)) == "null" {
 		return nil, Invalid(field.ErrorList{field.Required(field.NewPath("trainer"), "the step is empty; see examples/steps for a complete one")})
+	}
+	if errs := headerErrors(js); len(errs) > 0 {
+		return nil, Invalid(errs)
 	}
 	var s Spec
 	if errs := DecodeStrict(js, &s, nil); len(errs) > 0 {

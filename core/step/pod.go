@@ -3,6 +3,7 @@ package step
 import (
 	"fmt"
 	"path"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -44,14 +45,12 @@ const (
 	ReservedVolumePrefix = "trainstep-"
 )
 
-// Volume is one pod volume: exactly one of a PersistentVolumeClaim, a Secret, a ConfigMap or an
-// emptyDir, in Kubernetes' own shape.
+// Volume is one pod volume in Kubernetes' own shape: a name and exactly one source. Every source
+// a pod takes is accepted (persistentVolumeClaim, secret, configMap, emptyDir, csi, nfs,
+// ephemeral, projected, downwardAPI, image, …) except hostPath (see hostPathReason).
 type Volume struct {
-	Name                  string                                    `json:"name"`
-	PersistentVolumeClaim *corev1.PersistentVolumeClaimVolumeSource `json:"persistentVolumeClaim,omitempty"`
-	Secret                *corev1.SecretVolumeSource                `json:"secret,omitempty"`
-	ConfigMap             *corev1.ConfigMapVolumeSource             `json:"configMap,omitempty"`
-	EmptyDir              *corev1.EmptyDirVolumeSource              `json:"emptyDir,omitempty"`
+	Name                string `json:"name"`
+	corev1.VolumeSource `json:",inline"`
 }
 
 // VolumeMount mounts a Volume into the trainer container.
@@ -82,8 +81,7 @@ func (pod *Pod) EnvNames() []string {
 func (pod *Pod) CoreVolumes() []corev1.Volume {
 	var out []corev1.Volume
 	for _, v := range pod.Volumes {
-		out = append(out, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: v.PersistentVolumeClaim, Secret: v.Secret, ConfigMap: v.ConfigMap, EmptyDir: v.EmptyDir}})
+		out = append(out, corev1.Volume{Name: v.Name, VolumeSource: *v.VolumeSource.DeepCopy()})
 	}
 	for i, e := range pod.EnvFrom {
 		v := corev1.Volume{Name: envFromVolume(i)}
@@ -341,6 +339,16 @@ func validateAffinity(a *corev1.Affinity, p *field.Path) field.ErrorList {
 	return errs
 }
 
+// hostPathReason is why pod.volumes refuses hostPath. A training step is portable work the
+// pipeline hands to whichever nodes the scheduler picks; a hostPath ties it to what one node's
+// disk holds and lets its pods read and write the node itself. Pod Security's baseline and
+// restricted levels refuse it too, but only when the Job creates the pods, long after the step
+// started. A cluster admin who means it (a node-local model cache, say) puts it in the runtime's
+// pod template, which is theirs.
+const hostPathReason = "a training step must not mount the node's own filesystem: it ties the job to what one node's disk holds " +
+	"and gives its pods the node's files (Pod Security baseline and restricted refuse it anyway, only later, when the pods are created); " +
+	"use a persistentVolumeClaim, or an nfs, csi, ephemeral or image volume; a node-local path the cluster admin means to share belongs in the runtime's pod template"
+
 func validateVolume(v Volume, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if v.Name == "" {
@@ -350,7 +358,38 @@ func validateVolume(v Volume, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("name"), v.Name, msg))
 		}
 	}
-	n := 0
+	if v.HostPath != nil {
+		return append(errs, field.Forbidden(p.Child("hostPath"), hostPathReason))
+	}
+	switch set := volumeSources(v.VolumeSource); len(set) {
+	case 0:
+		errs = append(errs, field.Required(p, "one volume source, such as persistentVolumeClaim: {claimName: …}, secret, configMap, emptyDir, csi, nfs, ephemeral, projected or image"))
+	case 1:
+		errs = append(errs, validateVolumeSource(v.VolumeSource, p)...)
+	default:
+		errs = append(errs, field.Invalid(p, v.Name, fmt.Sprintf("must have exactly one volume source (has %s)", strings.Join(set, ", "))))
+	}
+	return errs
+}
+
+// volumeSources lists the sources set on vs, by their JSON names.
+func volumeSources(vs corev1.VolumeSource) []string {
+	var set []string
+	rv := reflect.ValueOf(vs)
+	for i := range rv.NumField() {
+		if f := rv.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() {
+			name, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("json"), ",")
+			set = append(set, name)
+		}
+	}
+	return set
+}
+
+// validateVolumeSource checks what a user gets wrong most in the sources users write most: a
+// missing name or driver. The rest of a source is the apiserver's to check when the pods are
+// created.
+func validateVolumeSource(vs corev1.VolumeSource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	name := func(fp *field.Path, s string, what string) {
 		if s == "" {
 			errs = append(errs, field.Required(fp, what))
@@ -360,29 +399,50 @@ func validateVolume(v Volume, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(fp, s, msg))
 		}
 	}
-	if c := v.PersistentVolumeClaim; c != nil {
-		n++
-		name(p.Child("persistentVolumeClaim", "claimName"), c.ClaimName, "the PersistentVolumeClaim's name, in the step's namespace")
-	}
-	if s := v.Secret; s != nil {
-		n++
-		name(p.Child("secret", "secretName"), s.SecretName, "the Secret's name, in the step's namespace")
-	}
-	if c := v.ConfigMap; c != nil {
-		n++
-		name(p.Child("configMap", "name"), c.Name, "the ConfigMap's name, in the step's namespace")
-	}
-	if e := v.EmptyDir; e != nil {
-		n++
-		if e.Medium != "" && e.Medium != corev1.StorageMediumMemory {
-			errs = append(errs, field.NotSupported(p.Child("emptyDir", "medium"), e.Medium, []string{"", string(corev1.StorageMediumMemory)}))
-		}
-		if e.SizeLimit != nil && e.SizeLimit.Sign() <= 0 {
-			errs = append(errs, field.Invalid(p.Child("emptyDir", "sizeLimit"), e.SizeLimit.String(), "must be positive, such as 10Gi"))
+	required := func(fp *field.Path, s string, what string) {
+		if s == "" {
+			errs = append(errs, field.Required(fp, what))
 		}
 	}
-	if n != 1 {
-		errs = append(errs, field.Invalid(p, v.Name, fmt.Sprintf("must have exactly one of persistentVolumeClaim, secret, configMap, emptyDir (has %d)", n)))
+	switch {
+	case vs.PersistentVolumeClaim != nil:
+		name(p.Child("persistentVolumeClaim", "claimName"), vs.PersistentVolumeClaim.ClaimName, "the PersistentVolumeClaim's name, in the step's namespace")
+	case vs.Secret != nil:
+		name(p.Child("secret", "secretName"), vs.Secret.SecretName, "the Secret's name, in the step's namespace")
+	case vs.ConfigMap != nil:
+		name(p.Child("configMap", "name"), vs.ConfigMap.Name, "the ConfigMap's name, in the step's namespace")
+	case vs.EmptyDir != nil:
+		errs = append(errs, validateEmptyDir(vs.EmptyDir, p.Child("emptyDir"))...)
+	case vs.CSI != nil:
+		required(p.Child("csi", "driver"), vs.CSI.Driver, "the CSI driver's name, such as secrets-store.csi.k8s.io")
+	case vs.NFS != nil:
+		required(p.Child("nfs", "server"), vs.NFS.Server, "the NFS server's host name or address")
+		if !path.IsAbs(vs.NFS.Path) {
+			errs = append(errs, field.Invalid(p.Child("nfs", "path"), vs.NFS.Path, "must be the exported path, absolute, such as /exports/datasets"))
+		}
+	case vs.Ephemeral != nil:
+		if vs.Ephemeral.VolumeClaimTemplate == nil {
+			errs = append(errs, field.Required(p.Child("ephemeral", "volumeClaimTemplate"), "the claim each pod gets: {spec: {accessModes, resources, storageClassName}}"))
+		}
+	case vs.Image != nil:
+		required(p.Child("image", "reference"), vs.Image.Reference, "the image (an OCI artifact such as a model) to mount, such as ghcr.io/org/model:v1")
+	}
+	return errs
+}
+
+// emptyDirMedia are the media Kubernetes takes for an emptyDir; HugePages-<size> also.
+var emptyDirMedia = []string{"", string(corev1.StorageMediumMemory), string(corev1.StorageMediumHugePages), "HugePages-<size>"}
+
+func validateEmptyDir(e *corev1.EmptyDirVolumeSource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch m := e.Medium; {
+	case m == corev1.StorageMediumDefault, m == corev1.StorageMediumMemory, m == corev1.StorageMediumHugePages,
+		strings.HasPrefix(string(m), string(corev1.StorageMediumHugePagesPrefix)):
+	default:
+		errs = append(errs, field.NotSupported(p.Child("medium"), m, emptyDirMedia))
+	}
+	if e.SizeLimit != nil && e.SizeLimit.Sign() <= 0 {
+		errs = append(errs, field.Invalid(p.Child("sizeLimit"), e.SizeLimit.String(), "must be positive, such as 10Gi"))
 	}
 	return errs
 }

@@ -61,9 +61,10 @@ func TestPodBlockUnknownKeysAreNamed(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `pod.nodeSelecter`)
 	assert.Contains(t, err.Error(), `did you mean "nodeSelector"`)
-	_, err = Parse([]byte("framework: torch\ntrainer: {}\npod: {volumes: [{name: x, hostPath: {path: /}}]}"))
+	_, err = Parse([]byte("framework: torch\ntrainer: {}\npod: {volumes: [{name: x, csi: {drivr: d}}]}"))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `pod.volumes[0].hostPath`, "only PVC, Secret, ConfigMap and emptyDir volumes")
+	assert.Contains(t, err.Error(), `pod.volumes[0].csi.drivr`, "a source's own keys are checked too")
+	assert.Contains(t, err.Error(), `did you mean "driver"`)
 	_, err = Parse([]byte("framework: torch\ntrainer: {}\npod: {tolerations: [{key: a, operater: Exists}]}"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `pod.tolerations[0].operater`)
@@ -88,6 +89,12 @@ func TestPodBlockBadValues(t *testing.T) {
 		"claim name":             {"volumes: [{name: data, persistentVolumeClaim: {}}]", "pod.volumes[0].persistentVolumeClaim.claimName"},
 		"duplicate volume":       {"volumes: [{name: d, emptyDir: {}}, {name: d, emptyDir: {}}]", "pod.volumes[1].name"},
 		"empty dir medium":       {"volumes: [{name: d, emptyDir: {medium: Disk}}]", "pod.volumes[0].emptyDir.medium"},
+		"host path":              {"volumes: [{name: d, hostPath: {path: /data}}]", "pod.volumes[0].hostPath"},
+		"csi without driver":     {"volumes: [{name: d, csi: {}}]", "pod.volumes[0].csi.driver"},
+		"nfs without server":     {"volumes: [{name: d, nfs: {path: /x}}]", "pod.volumes[0].nfs.server"},
+		"nfs relative path":      {"volumes: [{name: d, nfs: {server: nfs.local, path: x}}]", "pod.volumes[0].nfs.path"},
+		"ephemeral, no template": {"volumes: [{name: d, ephemeral: {}}]", "pod.volumes[0].ephemeral.volumeClaimTemplate"},
+		"image without ref":      {"volumes: [{name: d, image: {pullPolicy: Always}}]", "pod.volumes[0].image.reference"},
 		"mount of no volume":     {"volumeMounts: [{name: data, mountPath: /data}]", "pod.volumeMounts[0].name"},
 		"relative mount":         {"volumes: [{name: d, emptyDir: {}}]\n  volumeMounts: [{name: d, mountPath: data}]", "pod.volumeMounts[0].mountPath"},
 		"duplicate mount path":   {"volumes: [{name: d, emptyDir: {}}]\n  volumeMounts: [{name: d, mountPath: /a}, {name: d, mountPath: /a/}]", "pod.volumeMounts[1].mountPath"},
@@ -111,4 +118,41 @@ func TestPodBlockBadValues(t *testing.T) {
 			assert.Equal(t, tc.field, errs[0].Field, errs.ToAggregate().Error())
 		})
 	}
+}
+
+// Every source Kubernetes takes for a pod reaches it as written; hostPath alone is refused.
+func TestPodVolumeSources(t *testing.T) {
+	cases := map[string]string{
+		"csi":         "csi: {driver: secrets-store.csi.k8s.io, readOnly: true, volumeAttributes: {secretProviderClass: vault}}",
+		"nfs":         "nfs: {server: nfs.example.com, path: /exports/datasets, readOnly: true}",
+		"ephemeral":   "ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce], storageClassName: fast, resources: {requests: {storage: 100Gi}}}}}",
+		"projected":   "projected: {sources: [{secret: {name: s3}}, {serviceAccountToken: {audience: vault, path: token}}]}",
+		"downwardAPI": "downwardAPI: {items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}]}",
+		"image":       "image: {reference: ghcr.io/org/llama:v1, pullPolicy: IfNotPresent}",
+		"emptyDir":    "emptyDir: {medium: HugePages-2Mi}",
+	}
+	for name, src := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, err := Parse([]byte("framework: torch\ntrainer: {}\npod:\n  volumes: [{name: v, " + src + "}]\n  volumeMounts: [{name: v, mountPath: /v}]\n"))
+			require.NoError(t, err)
+			require.Empty(t, s.Validate())
+			vols := s.Pod.CoreVolumes()
+			require.Len(t, vols, 1)
+			assert.Equal(t, []string{name}, volumeSources(vols[0].VolumeSource), "the source reaches the pod")
+		})
+	}
+	t.Run("hostPath is refused by name, with why and what instead", func(t *testing.T) {
+		s, err := Parse([]byte("framework: torch\ntrainer: {}\npod: {volumes: [{name: x, hostPath: {path: /}}]}"))
+		require.NoError(t, err)
+		errs := s.Validate()
+		require.Len(t, errs, 1)
+		assert.Equal(t, "pod.volumes[0].hostPath", errs[0].Field)
+		assert.Contains(t, errs[0].Error(), "must not mount the node's own filesystem")
+		assert.Contains(t, errs[0].Error(), "persistentVolumeClaim")
+	})
+	t.Run("two sources are named", func(t *testing.T) {
+		s, err := Parse([]byte("framework: torch\ntrainer: {}\npod: {volumes: [{name: x, nfs: {server: a, path: /b}, csi: {driver: d}}]}"))
+		require.NoError(t, err)
+		assert.Contains(t, s.Validate().ToAggregate().Error(), "must have exactly one volume source (has nfs, csi)")
+	})
 }

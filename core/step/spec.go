@@ -10,6 +10,11 @@ import (
 // Spec is one training step. Names follow the Kubeflow SDK (numNodes, resourcesPerNode,
 // packagesToInstall, pipIndexUrls, env) in Kubernetes camelCase.
 type Spec struct {
+	// APIVersion and Kind say what the file is, for editors and for a reader who meets it among
+	// Kubernetes manifests. Both are optional (a step was a bare mapping before they existed);
+	// when set they must be APIVersion and Kind.
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
 	// Framework picks the trainer (torch → TorchTrainer, …) and the runtimes discovery looks at.
 	Framework string `json:"framework,omitempty"`
 	// Runtime names a (Cluster)TrainingRuntime explicitly and skips discovery.
@@ -26,6 +31,10 @@ type Spec struct {
 	// Labels and Annotations go on the TrainJob's metadata (spec.labels was removed in Trainer v2.2).
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// NamePrefix replaces the readable part of the TrainJob's name, which is otherwise made from
+	// the step key (an Argo node name, a CustomRun's name); the name stays deterministic:
+	// <namePrefix>-<12 hex characters of the step's identity>.
+	NamePrefix string `json:"namePrefix,omitempty"`
 	// QueueName submits the TrainJob to a Kueue LocalQueue (label kueue.x-k8s.io/queue-name).
 	QueueName string `json:"queueName,omitempty"`
 	// Timeout bounds the whole step; when it passes the TrainJob is deleted unless KeepOnTimeout.
@@ -39,6 +48,12 @@ type Spec struct {
 	// admission) when that is later than the creation.
 	StartTimeout *Duration `json:"startTimeout,omitempty"`
 }
+
+// APIVersion and Kind name a step file (and, in a Tekton taskRef, the custom task that runs one).
+const (
+	APIVersion = "trainstep.dev/v1alpha1"
+	Kind       = "TrainStep"
+)
 
 // RuntimeRef names a runtime. Kind is ClusterTrainingRuntime or TrainingRuntime; empty means
 // "a TrainingRuntime in the step's namespace if there is one, else the ClusterTrainingRuntime".
@@ -65,8 +80,9 @@ type Initializer struct {
 type StorageInitializer struct {
 	StorageURI string `json:"storageUri,omitempty"`
 	Env        Env    `json:"env,omitzero"`
-	// SecretRef names a Secret in the step's namespace whose keys become the initializer's env.
-	SecretRef string `json:"secretRef,omitempty"`
+	// SecretRef names a Secret in the step's namespace whose keys become the initializer's env:
+	// secretRef: name, or secretRef: {name: name} as in the TrainJob.
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
 }
 
 // TrainerSpec is the trainer block: its kind, and the raw fields that the registered trainer of

@@ -23,7 +23,7 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Validate checks what can be checked without a trainer or a cluster.
 func (s *Spec) Validate() field.ErrorList {
-	var errs field.ErrorList
+	errs := s.validateHeader()
 	if s.Framework == "" && s.Trainer.Kind == "" {
 		errs = append(errs, field.Required(field.NewPath("framework"),
 			"set framework (torch, mpi, jax, xgboost, deepspeed, torchtune, …) or trainer.kind"))
@@ -60,6 +60,7 @@ func (s *Spec) Validate() field.ErrorList {
 	errs = append(errs, s.Pod.Validate(field.NewPath("pod"))...)
 	errs = append(errs, validateMeta(s.Labels, field.NewPath("labels"), true)...)
 	errs = append(errs, validateMeta(s.Annotations, field.NewPath("annotations"), false)...)
+	errs = append(errs, ValidateNamePrefix(s.NamePrefix, field.NewPath("namePrefix"))...)
 	if s.QueueName != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(s.QueueName) {
 			errs = append(errs, field.Invalid(field.NewPath("queueName"), s.QueueName, msg))
@@ -136,10 +137,21 @@ func validateStorage(s *StorageInitializer, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("storageUri"), s.StorageURI, "must look like scheme://path, such as hf://tatsu-lab/alpaca"))
 	}
 	errs = append(errs, ValidateEnv(s.Env, p.Child("env"))...)
-	if s.SecretRef != "" {
-		for _, msg := range validation.IsDNS1123Subdomain(s.SecretRef) {
-			errs = append(errs, field.Invalid(p.Child("secretRef"), s.SecretRef, msg))
-		}
+	return append(errs, validateSecretRef(s.SecretRef, p.Child("secretRef"))...)
+}
+
+// validateSecretRef checks the name, written alone or as {name} as the TrainJob has it: the
+// path is the user's either way.
+func validateSecretRef(r *SecretRef, p *field.Path) field.ErrorList {
+	if r == nil {
+		return nil
+	}
+	if r.Name == "" {
+		return field.ErrorList{field.Required(p, "the Secret's name (secretRef: hf-token, or secretRef: {name: hf-token}), in the step's namespace")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(r.Name) {
+		errs = append(errs, field.Invalid(p, r.Name, msg))
 	}
 	return errs
 }

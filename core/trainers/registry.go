@@ -113,7 +113,7 @@ func Builtin() *Registry {
 		{Kind: "XGBoostTrainer", Frameworks: []string{"xgboost"}, New: newFrameworkFunction("XGBoostTrainer", "xgboost"), Summary: "an XGBoost function (DMLC_* env from the Trainer)"},
 		{Kind: "CustomTrainer", New: newCustom, Summary: "any Python function on any custom-code runtime, with that runtime's entry point"},
 		{Kind: "CustomTrainerContainer", New: newContainer, Summary: "training code baked into an image: image, command, args"},
-		{Kind: "TorchTuneTrainer", Frameworks: []string{"torchtune"}, New: newTorchTune, Summary: "config overrides for a built-in torchtune runtime"},
+		{Kind: "TorchTuneTrainer", Frameworks: []string{"torchtune"}, New: newTorchTune, Summary: "the SDK's TorchTuneConfig (LoRA, instruct dataset) and config overrides for a built-in torchtune runtime"},
 	} {
 		if err := r.Register(reg); err != nil {
 			panic(err) // a programming error in this list, caught by every test

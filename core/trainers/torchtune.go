@@ -14,7 +14,9 @@ import (
 )
 
 // TorchTuneTrainer is a config trainer (KEP-285 ConfigTrainer) for the built-in torchtune
-// runtimes: the recipe is the runtime's, the step only overrides config keys.
+// runtimes: the recipe is the runtime's, the step only overrides config keys. Its fields are the
+// Kubeflow SDK's TorchTuneConfig in camelCase (num_nodes → numNodes, peft_config → peftConfig, …),
+// mapped to the same torchtune overrides the SDK makes (tuneArgs); config reaches any other key.
 type TorchTuneTrainer struct {
 	NumNodes         *int32         `json:"numNodes,omitempty"`
 	ResourcesPerNode map[string]any `json:"resourcesPerNode,omitempty"`
@@ -22,6 +24,12 @@ type TorchTuneTrainer struct {
 	BatchSize        *int32         `json:"batchSize,omitempty"`
 	Epochs           *int32         `json:"epochs,omitempty"`
 	Loss             string         `json:"loss,omitempty"`
+	// PeftConfig is the SDK's peft_config (LoraConfig): LoRA, QLoRA with quantizeBase, DoRA with
+	// useDora. Its presence makes the Trainer pick a LoRA recipe (model.lora_attn_modules).
+	PeftConfig *LoraConfig `json:"peftConfig,omitempty"`
+	// DatasetPreprocessConfig is the SDK's dataset_preprocess_config (TorchTuneInstructDataset):
+	// the dataset is torchtune's instruct_dataset, read as these fields say.
+	DatasetPreprocessConfig *InstructDataset `json:"datasetPreprocessConfig,omitempty"`
 	// Config holds any other torchtune config override, key=value.
 	Config map[string]any `json:"config,omitempty"`
 }
@@ -33,8 +41,8 @@ func newTorchTune(_ string, raw json.RawMessage) (Trainer, field.ErrorList) {
 	}
 	c := Common{NumNodes: t.NumNodes, ResourcesPerNode: t.ResourcesPerNode}
 	errs := c.validate()
-	if t.Dtype != "" && t.Dtype != "bf16" && t.Dtype != "fp32" {
-		errs = append(errs, field.NotSupported(trainerPath.Child("dtype"), t.Dtype, []string{"bf16", "fp32"}))
+	if t.Dtype != "" && !slices.Contains(tuneDtypes, t.Dtype) {
+		errs = append(errs, field.NotSupported(trainerPath.Child("dtype"), t.Dtype, tuneDtypes))
 	}
 	for _, pos := range []struct {
 		v *int32
@@ -44,6 +52,8 @@ func newTorchTune(_ string, raw json.RawMessage) (Trainer, field.ErrorList) {
 			errs = append(errs, field.Invalid(trainerPath.Child(pos.n), *pos.v, "must be 1 or more"))
 		}
 	}
+	errs = append(errs, t.PeftConfig.validate(trainerPath.Child("peftConfig"))...)
+	errs = append(errs, t.DatasetPreprocessConfig.validate(trainerPath.Child("datasetPreprocessConfig"))...)
 	for k, v := range t.Config {
 		if _, nested := v.(map[string]any); nested {
 			errs = append(errs, field.Invalid(trainerPath.Child("config").Key(k), v, "must be a value or a list; write nested keys with dots (optimizer.lr: 0.001)"))
@@ -52,7 +62,24 @@ func newTorchTune(_ string, raw json.RawMessage) (Trainer, field.ErrorList) {
 			errs = append(errs, field.Invalid(trainerPath.Child("config").Key(k), k, "must be a torchtune config key such as optimizer.lr"))
 		}
 	}
+	errs = append(errs, t.configConflicts()...)
 	return t, errs
+}
+
+// tuneDtypes are the SDK's DataType values.
+var tuneDtypes = []string{"bf16", "fp32"}
+
+// configConflicts refuses a config key that a named field sets too: torchtune would keep
+// whichever came last, and which one the user meant is theirs to say.
+func (t *TorchTuneTrainer) configConflicts() field.ErrorList {
+	var errs field.ErrorList
+	for _, a := range t.tuneArgs() {
+		if _, twice := t.Config[a.key]; twice {
+			errs = append(errs, field.Duplicate(trainerPath.Child("config").Key(a.key),
+				fmt.Sprintf("%s is also set by %s; set it in one place", a.key, a.from)))
+		}
+	}
+	return errs
 }
 
 // Kind implements Trainer.
@@ -85,45 +112,31 @@ var (
 
 // Build implements Trainer: command [tune, run] so the Trainer applies its torchtune handling,
 // and args = the runtime's own config overrides (its dataset settings, say) followed by the
-// step's, which torchtune applies last-wins.
+// step's (the named fields in the SDK's order, then config's keys sorted), which torchtune
+// applies last-wins.
 func (t *TorchTuneTrainer) Build(rt *runtimes.Runtime, _ *step.RuntimeConfig) (Parts, field.ErrorList) {
 	if len(rt.Command) < 2 || rt.Command[0] != TuneEntrypoint[0] || rt.Command[1] != TuneEntrypoint[1] {
 		return Parts{}, field.ErrorList{field.Invalid(field.NewPath("runtime", "name"), rt.Name,
 			fmt.Sprintf("TorchTuneTrainer needs a runtime whose node container runs `tune run …`; runtime %s runs %q", rt.Name, strings.Join(rt.Command, " ")))}
 	}
-	over := map[string]any{}
-	for k, v := range t.Config {
-		over[k] = v
-	}
-	if t.Dtype != "" {
-		over["dtype"] = t.Dtype
-	}
-	if t.BatchSize != nil {
-		over["batch_size"] = *t.BatchSize
-	}
-	if t.Epochs != nil {
-		over["epochs"] = *t.Epochs
-	}
-	if t.Loss != "" {
-		over["loss"] = t.Loss
-	}
-	if errs := t.check(rt, over); len(errs) > 0 {
+	args := append(tuneArgStrings(t.tuneArgs()), overrides(t.Config)...)
+	if errs := t.check(rt, args); len(errs) > 0 {
 		return Parts{}, errs
 	}
 	c := Common{NumNodes: t.NumNodes, ResourcesPerNode: t.ResourcesPerNode}
 	var p Parts
 	c.apply(&p, nil)
 	p.Command = append([]string{}, TuneEntrypoint...)
-	p.Args = append(runtimeOverrides(rt.Command), overrides(over)...)
+	p.Args = append(runtimeOverrides(rt.Command), args...)
 	return p, nil
 }
 
 // check refuses, before anything is created, what the Trainer's torchtune webhook refuses.
-func (t *TorchTuneTrainer) check(rt *runtimes.Runtime, over map[string]any) field.ErrorList {
+func (t *TorchTuneTrainer) check(rt *runtimes.Runtime, args []string) field.ErrorList {
 	var errs field.ErrorList
 	for _, k := range tuneImmutable {
-		if _, ok := over[k]; ok {
-			errs = append(errs, field.Invalid(trainerPath.Child("config").Key(k), over[k],
+		if v, ok := t.Config[k]; ok {
+			errs = append(errs, field.Invalid(trainerPath.Child("config").Key(k), v,
 				fmt.Sprintf("the Trainer sets %s from runtime %s and refuses an override; write to the paths the runtime mounts instead", k, rt.Name)))
 		}
 	}
@@ -138,9 +151,9 @@ func (t *TorchTuneTrainer) check(rt *runtimes.Runtime, over map[string]any) fiel
 		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), nodes,
 			fmt.Sprintf("must be 1 for model %s of runtime %s: the Trainer runs only %s on several nodes", model, rt.Name, strings.Join(tuneMultiNode, ", "))))
 	}
-	if lora, qlora := tuneLoRA(overrides(over)); lora || qlora {
+	if lora, qlora := tuneLoRA(args); lora || qlora {
 		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), nodes,
-			"LoRA and QLoRA (config model.lora_attn_modules / model.quantize_base) run on one node only in torchtune; set numNodes: 1"))
+			"LoRA and QLoRA (trainer.peftConfig, or config model.lora_attn_modules / model.quantize_base) run on one node only in torchtune; set numNodes: 1"))
 	}
 	return errs
 }

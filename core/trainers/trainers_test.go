@@ -159,8 +159,8 @@ func TestTrainerMappings(t *testing.T) {
 			check: func(t *testing.T, p Parts) {
 				assert.Equal(t, []string{"tune", "run"}, p.Command, "exactly the Trainer's torchtune entry point")
 				assert.Equal(t, []string{"dataset=torchtune.datasets.instruct_dataset",
-					"batch_size=4", "dtype=bf16", "epochs=2", "model.lora_attn_modules=[q_proj,v_proj]", "optimizer.lr=0.0002"}, p.Args,
-					"the runtime's own overrides first (its immutable paths are the Trainer's to copy), then the step's")
+					"dtype=bf16", "batch_size=4", "epochs=2", "model.lora_attn_modules=[q_proj,v_proj]", "optimizer.lr=0.0002"}, p.Args,
+					"the runtime's own overrides first (its immutable paths are the Trainer's to copy), then the step's: named fields in the SDK's order, then config sorted")
 			},
 		},
 	}

@@ -13,6 +13,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/trainstep/trainstep/core/step"
 )
 
 // Identity is who a TrainJob belongs to: the engine, the run that owns the step (an Argo
@@ -35,6 +37,10 @@ type Identity struct {
 	RunStarted time.Time
 	// Owner, when the face has one, makes the TrainJob go when its owner goes.
 	Owner *metav1.OwnerReference
+	// NamePrefix is the step's namePrefix: when set it replaces the prefix Name makes from the
+	// step key. It is not part of the hash or the labels: it changes how the job reads, not whose
+	// it is, so a step whose prefix changed still finds its job (by its labels).
+	NamePrefix string
 }
 
 // Validate reports a missing part; faces build identities, users do not, so this is a bug check.
@@ -74,12 +80,17 @@ const MaxNameLength = 33
 // namespace collide with negligible odds, and a collision is caught by Owns (ErrNameTaken).
 const hashLength = 12
 
-// Name is a DNS-1035 label of at most MaxNameLength characters: a readable prefix from the step
-// key and hashLength hex characters of the identity's hash. When the key is too long, whole
-// leading segments go first, so the step's own name (the tail of an Argo node name such as
-// train-dag-x7k2p.train) stays readable.
+// Name is a DNS-1035 label of at most MaxNameLength characters: a readable prefix and hashLength
+// hex characters of the identity's hash. The prefix is the step's namePrefix (validated by
+// step.ValidateNamePrefix, a trailing dash dropped) or else made from the step key: when the key
+// is too long, whole leading segments go first, so the step's own name (the tail of an Argo node
+// name such as train-dag-x7k2p.train) stays readable.
 func (id Identity) Name() string {
-	return namePrefix(id.StepKey, MaxNameLength-hashLength-1) + "-" + id.hash()[:hashLength]
+	prefix := strings.TrimSuffix(id.NamePrefix, "-")
+	if prefix == "" {
+		prefix = namePrefix(id.StepKey, step.MaxNamePrefix)
+	}
+	return prefix + "-" + id.hash()[:hashLength]
 }
 
 func namePrefix(key string, limit int) string {

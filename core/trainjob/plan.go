@@ -298,11 +298,11 @@ func initializer(in *step.Initializer) *trainer.Initializer {
 	return out
 }
 
-func secretRef(name string) *corev1.LocalObjectReference {
-	if name == "" {
+func secretRef(r *step.SecretRef) *corev1.LocalObjectReference {
+	if r == nil || r.Name == "" {
 		return nil
 	}
-	return &corev1.LocalObjectReference{Name: name}
+	return &corev1.LocalObjectReference{Name: r.Name}
 }
 
 // envVars keeps the user's order: Kubernetes expands $(VAR) only from earlier entries.

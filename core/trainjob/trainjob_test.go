@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
+
+	"github.com/trainstep/trainstep/core/step"
 )
 
 func TestIdentityName(t *testing.T) {
@@ -264,4 +266,29 @@ func TestProgress(t *testing.T) {
 	tj.Status.Conditions = []metav1.Condition{cond("Complete", "True", "AllJobsCompleted")}
 	pods[0].Status.Phase, pods[1].Status.Phase = corev1.PodSucceeded, corev1.PodSucceeded
 	assert.Equal(t, "2/2", Observe(tj, pods).ProgressFraction())
+}
+
+// namePrefix replaces the readable part only: the hash, the labels and so whose job it is stay.
+func TestIdentityNamePrefix(t *testing.T) {
+	base := Identity{Engine: "argo", OwnerUID: "6b1c5a2e-0f7d-4a3e-9c1b-1234567890ab", StepKey: "my-dag.train(0)"}
+	hash := strings.TrimPrefix(base.Name(), "my-dag-train-0-")
+	cases := map[string]struct{ prefix, want string }{
+		"none: from the step key": {"", "my-dag-train-0-" + hash},
+		"a prefix":                {"finetune-llama", "finetune-llama-" + hash},
+		"generateName's dash":     {"finetune-", "finetune-" + hash},
+		"the longest step allows": {strings.Repeat("a", step.MaxNamePrefix), strings.Repeat("a", step.MaxNamePrefix) + "-" + hash},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			id := base
+			id.NamePrefix = tc.prefix
+			n := id.Name()
+			assert.Equal(t, tc.want, n)
+			assert.Empty(t, validation.IsDNS1035Label(n), n)
+			assert.LessOrEqual(t, len(n), MaxNameLength)
+			assert.Equal(t, base.Labels(), id.Labels(), "the prefix is not part of the identity")
+			assert.True(t, id.Owns(base.Labels()))
+		})
+	}
+	assert.Equal(t, MaxNameLength-hashLength-1, step.MaxNamePrefix, "step's limit is the room Name leaves")
 }

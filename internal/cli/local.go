@@ -33,7 +33,7 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 	if spec.Pod != nil && !o.dryRun {
 		o.say("warning: the pod block shapes the pods on a cluster; local processes get no volumes, placement or Secret env (a pod.env name set in this shell is passed through)")
 	}
-	tj := plan.TrainJob(o.identity())
+	tj := plan.TrainJob(o.identity(spec))
 	if o.dryRun {
 		fmt.Fprintf(o.stdout, "# Trainer API: %s\n", plan.API.Source)
 		return o.printYAML(tj)
@@ -87,7 +87,7 @@ func (o *runOptions) dryRunPlan(ctx context.Context, spec *step.Spec) int {
 	if note := progressGate(ctx, src, o.ns()); note != "" {
 		o.say("%s", note)
 	}
-	tj, err := plan.Object(o.identity())
+	tj, err := plan.Object(o.identity(spec))
 	if err != nil {
 		return o.fail(err)
 	}

@@ -167,7 +167,7 @@ func (o *runOptions) run(ctx context.Context) int {
 	}
 	runner := &lifecycle.Runner{Client: c, Logs: logs, RBAC: "the Role docs/cli.md lists for the step's ServiceAccount",
 		Planner: &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}, Detector: &trainjob.APIDetector{Reader: c}}}
-	s := lifecycle.Step{Spec: spec, Namespace: ns, Identity: o.identity(), Deadlines: deadlines(spec), KeepOnStop: o.keepOnStop}
+	s := lifecycle.Step{Spec: spec, Namespace: ns, Identity: o.identity(spec), Deadlines: deadlines(spec), KeepOnStop: o.keepOnStop}
 	// Bad input and missing rights are said before anything is created.
 	plan, err := runner.Check(ctx, s)
 	if err != nil {
@@ -256,7 +256,9 @@ func (o *runOptions) interrupted(st lifecycle.Status) int {
 	return ExitInterrupts
 }
 
-func (o *runOptions) identity() trainjob.Identity {
+// identity is the step's: the owner and step key given (a fresh UID and "run" without them),
+// the attempt and run part, and the step's namePrefix, if any, for how the name reads.
+func (o *runOptions) identity(spec *step.Spec) trainjob.Identity {
 	owner := o.ownerUID
 	if owner == "" {
 		owner = uuid.NewString()
@@ -265,7 +267,7 @@ func (o *runOptions) identity() trainjob.Identity {
 	if key == "" {
 		key = "run"
 	}
-	id := trainjob.Identity{Engine: "cli", OwnerUID: owner, StepKey: key, Attempt: o.attempt, Run: o.runPart}
+	id := trainjob.Identity{Engine: "cli", OwnerUID: owner, StepKey: key, Attempt: o.attempt, Run: o.runPart, NamePrefix: spec.NamePrefix}
 	if o.ownerPod != "" {
 		// Not a controller and not blocking: the pod owns the TrainJob only for garbage collection.
 		id.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: o.ownerPod, UID: types.UID(o.ownerPodUID)}

@@ -41,3 +41,14 @@ func TestDryRunWithRuntimesFromClusterStillNeedsOne(t *testing.T) {
 	assert.Equal(t, ExitError, code, "stderr: %s", stderr.String())
 	assert.Contains(t, stderr.String(), "--runtimes-from=cluster")
 }
+
+// The step's namePrefix names the TrainJob the CLI makes, before the identity's hash.
+func TestDryRunNamesTheTrainJobWithTheStepsNamePrefix(t *testing.T) {
+	noCluster(t)
+	f := filepath.Join(t.TempDir(), "step.yaml")
+	require.NoError(t, os.WriteFile(f, []byte("namePrefix: nightly-xgb\nframework: xgboost\ntrainer: {func: \"def f(): pass\"}\n"), 0o644))
+	var stdout, stderr bytes.Buffer
+	code := MainWith(t.Context(), []string{"run", "-f", f, "--dry-run", "--step-key", "train", "--owner-uid", "u"}, strings.NewReader(""), &stdout, &stderr, Overrides{})
+	require.Equal(t, ExitSucceeded, code, "stderr: %s", stderr.String())
+	assert.Regexp(t, `(?m)^  name: nightly-xgb-[0-9a-f]{12}$`, stdout.String())
+}

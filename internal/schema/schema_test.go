@@ -19,6 +19,16 @@ func TestSchemaCoversEveryTrainerField(t *testing.T) {
 		assert.Contains(t, keys(tr), k)
 	}
 	top := s["properties"].(map[string]any)
-	assert.Equal(t, []string{"annotations", "framework", "initializer", "keepOnTimeout", "labels", "pod", "queueName", "runtime", "runtimeConfig", "startTimeout", "timeout", "trainer"}, keys(top))
+	assert.Equal(t, []string{"annotations", "apiVersion", "framework", "initializer", "keepOnTimeout", "kind", "labels", "namePrefix", "pod", "queueName", "runtime", "runtimeConfig", "startTimeout", "timeout", "trainer"}, keys(top))
 	assert.Equal(t, false, s["additionalProperties"], "unknown keys are errors for editors too")
+}
+
+func TestSchemaVolumesTakeEveryPodSourceButHostPath(t *testing.T) {
+	s := Step(trainers.Builtin())
+	pod := s["properties"].(map[string]any)["pod"].(map[string]any)["properties"].(map[string]any)
+	vol := pod["volumes"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any)
+	for _, k := range []string{"name", "persistentVolumeClaim", "secret", "configMap", "emptyDir", "csi", "nfs", "ephemeral", "projected", "downwardAPI", "image"} {
+		assert.Contains(t, keys(vol), k)
+	}
+	assert.NotContains(t, keys(vol), "hostPath", "refused, so not offered")
 }

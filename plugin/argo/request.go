@@ -205,9 +205,10 @@ func stringField(raw json.RawMessage) string {
 }
 
 // identity names the TrainJob of this request: the workflow UID, the step key, the attempt and
-// the run (see runOf), owned by the Workflow so deleting the Workflow deletes it.
+// the run (see runOf), owned by the Workflow so deleting the Workflow deletes it; the step's
+// namePrefix, if any, is how the name reads.
 func (r *request) identity(run string) trainjob.Identity {
-	return trainjob.Identity{
+	id := trainjob.Identity{
 		Engine:   Engine,
 		OwnerUID: r.Workflow.UID,
 		StepKey:  r.Key,
@@ -215,6 +216,10 @@ func (r *request) identity(run string) trainjob.Identity {
 		Run:      run,
 		Owner:    workflowOwner(r.Workflow.Name, r.Workflow.UID),
 	}
+	if r.Spec != nil {
+		id.NamePrefix = r.Spec.NamePrefix
+	}
+	return id
 }
 
 // identityIn is the request's identity in the workflow's current run: its run part and when

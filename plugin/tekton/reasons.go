@@ -1,12 +1,15 @@
 package tekton
 
-import "github.com/trainstep/trainstep/core/lifecycle"
+import (
+	"github.com/trainstep/trainstep/core/lifecycle"
+	"github.com/trainstep/trainstep/core/step"
+)
 
 // APIVersion and Kind are what a PipelineTask's taskRef (or taskSpec) names to run a trainstep
-// step as a Tekton custom task.
+// step as a Tekton custom task: the step file's own apiVersion and kind.
 const (
-	APIVersion = "trainstep.dev/v1alpha1"
-	Kind       = "TrainStep"
+	APIVersion = step.APIVersion
+	Kind       = step.Kind
 )
 
 // Condition reasons on the CustomRun's Succeeded condition. While the TrainJob runs the reason

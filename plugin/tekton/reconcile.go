@@ -210,7 +210,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 		return reconcile.Result{}, nil
 	}
 	d := deadlines(run, spec)
-	st := r.engine.Look(ctx, lifecycle.Step{Spec: spec, Namespace: run.Namespace, Identity: identity(run), Deadlines: d, Recorded: s.extra.TrainJob})
+	st := r.engine.Look(ctx, lifecycle.Step{Spec: spec, Namespace: run.Namespace, Identity: identity(run, spec), Deadlines: d, Recorded: s.extra.TrainJob})
 	switch {
 	case st.Err != nil:
 		return r.notYet(ctx, s, st)
@@ -425,7 +425,10 @@ func (s *state) retryOrFail(reason, msg string) {
 // Tekton matches.
 func (r *Reconciler) cancel(ctx context.Context, s *state) (reconcile.Result, error) {
 	run := s.run
-	st := r.engine.Look(ctx, lifecycle.Step{Namespace: run.Namespace, Identity: identity(run), Recorded: s.extra.TrainJob, Stop: true})
+	// The step's namePrefix names the job; a run whose params no longer parse still finds its
+	// job by the identity's labels.
+	spec, _, _ := specFromRun(run)
+	st := r.engine.Look(ctx, lifecycle.Step{Namespace: run.Namespace, Identity: identity(run, spec), Recorded: s.extra.TrainJob, Stop: true})
 	if st.Err != nil {
 		return reconcile.Result{}, st.Err
 	}
@@ -444,9 +447,10 @@ func (r *Reconciler) cancel(ctx context.Context, s *state) (reconcile.Result, er
 }
 
 // identity is the CustomRun's step: the run's UID (stable across controller restarts), its name
-// for a readable TrainJob name, and the attempt, len(status.retriesStatus).
-func identity(run *v1beta1.CustomRun) trainjob.Identity {
-	return trainjob.Identity{
+// for a readable TrainJob name (unless the step sets namePrefix; spec may be nil), and the
+// attempt, len(status.retriesStatus).
+func identity(run *v1beta1.CustomRun, spec *step.Spec) trainjob.Identity {
+	id := trainjob.Identity{
 		Engine:   Engine,
 		OwnerUID: string(run.UID),
 		StepKey:  run.Name,
@@ -460,6 +464,10 @@ func identity(run *v1beta1.CustomRun) trainjob.Identity {
 			BlockOwnerDeletion: ptr.To(true),
 		},
 	}
+	if spec != nil {
+		id.NamePrefix = spec.NamePrefix
+	}
+	return id
 }
 
 // attemptTimeout is the per-attempt bound: spec.timeout (none when unset or 0), tightened by the

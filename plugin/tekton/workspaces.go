@@ -69,7 +69,8 @@ func podFromRun(run *v1beta1.CustomRun, spec *step.Spec) error {
 			return fmt.Errorf("workspace %d is not a Tekton WorkspaceBinding: %w", i, err)
 		}
 		name := volumeName(ws.Name)
-		v := step.Volume{Name: name, PersistentVolumeClaim: ws.PersistentVolumeClaim, Secret: ws.Secret, ConfigMap: ws.ConfigMap, EmptyDir: ws.EmptyDir}
+		v := step.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: ws.PersistentVolumeClaim, Secret: ws.Secret, ConfigMap: ws.ConfigMap, EmptyDir: ws.EmptyDir}}
 		switch {
 		case len(ws.VolumeClaimTemplate) > 0:
 			return fmt.Errorf("workspace %q: a volumeClaimTemplate binding cannot reach the TrainJob's pods; bind a persistentVolumeClaim (the preprocess step writes to it, the TrainJob mounts it)", ws.Name)

@@ -105,7 +105,11 @@ pod:
   tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
   serviceAccountName: trainer
   imagePullSecrets: [regcred]
-  volumes: [{name: data, persistentVolumeClaim: {claimName: datasets}}]
+  volumes:
+  - {name: data, persistentVolumeClaim: {claimName: datasets}}
+  - {name: shared, nfs: {server: nfs.example.com, path: /exports/datasets}}
+  - {name: vault, csi: {driver: secrets-store.csi.k8s.io, volumeAttributes: {secretProviderClass: vault}}}
+  - {name: scratch, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}}}}
   volumeMounts: [{name: data, mountPath: /data}]
   env: {HF_TOKEN: {secretKeyRef: {name: hf, key: token}}}
   envFrom: [{secretRef: {name: s3}, prefix: AWS_}]
@@ -172,9 +176,16 @@ func podBlock(t *testing.T, env *testenv.Env, ns, version string) {
 	sa, _, _ := unstructured.NestedString(podSpec, "serviceAccountName")
 	assert.Equal(t, "trainer", sa)
 	vols, _, _ := unstructured.NestedSlice(podSpec, "volumes")
-	require.Len(t, vols, 2, "the PVC and envFrom's Secret")
+	require.Len(t, vols, 5, "the PVC, the NFS, CSI and ephemeral volumes, and envFrom's Secret")
 	claim, _, _ := unstructured.NestedString(vols[0].(map[string]any), "persistentVolumeClaim", "claimName")
 	assert.Equal(t, "datasets", claim)
+	// Every pod volume source reaches the TrainJob: the CRD's schema keeps it (not pruned).
+	server, _, _ := unstructured.NestedString(vols[1].(map[string]any), "nfs", "server")
+	assert.Equal(t, "nfs.example.com", server)
+	driver, _, _ := unstructured.NestedString(vols[2].(map[string]any), "csi", "driver")
+	assert.Equal(t, "secrets-store.csi.k8s.io", driver)
+	storage, _, _ := unstructured.NestedString(vols[3].(map[string]any), "ephemeral", "volumeClaimTemplate", "spec", "resources", "requests", "storage")
+	assert.Equal(t, "10Gi", storage)
 	ctrs, _, _ := unstructured.NestedSlice(podSpec, "containers")
 	require.Len(t, ctrs, 1)
 	mounts, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "volumeMounts")
