@@ -66,6 +66,55 @@ func trimSpec(p *corev1.Pod) corev1.PodSpec {
 	return spec
 }
 
+// TrimTrainJob keeps of a cached TrainJob what following it reads: its identity labels, owners,
+// creation and deletion, runtime, suspend, managedBy (a MultiKueue job runs elsewhere), node
+// count, status, and the two annotations the lifecycle and the cleanups read (started-at: the job
+// has started and startTimeout no longer applies; kept: no part of trainstep deletes it). The
+// trainer's command (the training function's source and the command script with its report()
+// helper, 11 KB of it), env, initializers, runtime patches, other annotations and managedFields
+// are most of a TrainJob's bytes, held once per TrainJob the cache sees. The faces never write a
+// TrainJob they read from the cache (a patch of metadata at most), so nothing dropped is written
+// back. Anything that is not a *trainer.TrainJob (a DeletedFinalStateUnknown tombstone) passes
+// through unchanged.
+func TrimTrainJob(obj any) (any, error) {
+	tj, ok := obj.(*trainer.TrainJob)
+	if !ok {
+		return obj, nil
+	}
+	out := &trainer.TrainJob{
+		TypeMeta: tj.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              tj.Name,
+			Namespace:         tj.Namespace,
+			UID:               tj.UID,
+			ResourceVersion:   tj.ResourceVersion,
+			Generation:        tj.Generation,
+			CreationTimestamp: tj.CreationTimestamp,
+			DeletionTimestamp: tj.DeletionTimestamp,
+			Labels:            tj.Labels,
+			OwnerReferences:   tj.OwnerReferences,
+		},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: tj.Spec.RuntimeRef,
+			Suspend:    tj.Spec.Suspend,
+			ManagedBy:  tj.Spec.ManagedBy,
+		},
+		Status: tj.Status,
+	}
+	if tj.Spec.Trainer != nil && tj.Spec.Trainer.NumNodes != nil {
+		out.Spec.Trainer = &trainer.Trainer{NumNodes: tj.Spec.Trainer.NumNodes}
+	}
+	for _, key := range []string{AnnotationStartedAt, AnnotationKept} {
+		if v, ok := tj.Annotations[key]; ok {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[key] = v
+		}
+	}
+	return out, nil
+}
+
 // StripManagedFields drops an object's managedFields (server-side apply bookkeeping trainstep
 // never reads) and the kubectl last-applied annotation, a second copy of the object.
 func StripManagedFields(obj any) (any, error) {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // TestTrimPodKeepsWhatDecideReads: every verdict the follow policy gives is the same on trimmed
@@ -117,4 +118,39 @@ func TestTrimWorkloadKeepsWhatReadWorkloadReads(t *testing.T) {
 	got, err = TrimWorkload(tomb)
 	require.NoError(t, err)
 	assert.Equal(t, tomb, got)
+}
+
+// What following a TrainJob reads survives the trim; the training function's source does not.
+func TestTrimTrainJobKeepsWhatObserveReads(t *testing.T) {
+	created := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	tj := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "tj", Namespace: "ns", UID: "u", ResourceVersion: "7", CreationTimestamp: created,
+			Labels:          map[string]string{LabelEngine: "tekton", LabelFramework: "jax"},
+			Annotations:     map[string]string{"big": "x", AnnotationStartedAt: "2026-12-01T10:05:00Z", AnnotationKept: "timed out"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "CustomRun", Name: "run", Controller: ptr.To(true)}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: "jax-distributed"},
+			Suspend:    ptr.To(true),
+			Trainer:    &trainer.Trainer{NumNodes: ptr.To(int32(3)), Command: []string{"bash", "-c", "def train(): ..."}},
+		},
+		Status: trainer.TrainJobStatus{Conditions: []metav1.Condition{{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue}}},
+	}
+	out, err := TrimTrainJob(tj.DeepCopy())
+	require.NoError(t, err)
+	got := out.(*trainer.TrainJob)
+	assert.Equal(t, Observe(tj, nil), Observe(got, nil))
+	assert.Equal(t, tj.OwnerReferences, got.OwnerReferences)
+	assert.Equal(t, tj.ResourceVersion, got.ResourceVersion)
+	assert.Equal(t, tj.Spec.Suspend, got.Spec.Suspend)
+	assert.Equal(t, map[string]string{AnnotationStartedAt: "2026-12-01T10:05:00Z", AnnotationKept: "timed out"}, got.Annotations, "only the start record and the kept mark")
+	assert.True(t, Kept(got), "the cleanups leave a kept job alone, read from the cache")
+	assert.Equal(t, created.Add(5*time.Minute), StartedAt(got))
+	assert.Empty(t, got.ManagedFields)
+	assert.Empty(t, got.Spec.Trainer.Command)
+
+	tomb := "not a TrainJob"
+	same, err := TrimTrainJob(tomb)
+	require.NoError(t, err)
+	assert.Equal(t, tomb, same)
 }

@@ -209,7 +209,7 @@ func cacheOptions(scheme *runtime.Scheme, opts Options, owner types.UID, ownPods
 		DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
 		DefaultTransform:  trainjob.StripManagedFields,
 		ByObject: map[client.Object]cache.ByObject{
-			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(jobs)},
+			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(jobs), Transform: trainjob.TrimTrainJob},
 			&corev1.Pod{}:       {Label: pods, Transform: trainjob.TrimPod},
 			&wfv1.Workflow{}:    wf,
 			&corev1.Event{}:     {Field: trainjob.EventSelector(), Transform: trainjob.TrimEvent},

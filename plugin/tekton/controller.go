@@ -147,7 +147,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			&v1beta1.CustomRun{}: {Transform: trimCustomRun},
 			// Only trainstep's own Tekton TrainJobs, and only pods JobSet made.
 			&trainer.TrainJob{}: {Label: labels.SelectorFromSet(labels.Set{
-				trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine}), Transform: trimTrainJob},
+				trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine}), Transform: trainjob.TrimTrainJob},
 			&corev1.Pod{}: {Label: podSelector(ownPods), Transform: trainjob.TrimPod},
 			// Only Warning Events, and of each only what Decide reads: the Trainer's, JobSet's, the
 			// Job controller's and the kubelet's word on why a TrainJob does not start (no one

@@ -5,53 +5,17 @@ import (
 	"testing"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
 )
-
-// What following a TrainJob reads survives the trim; the training function's source does not.
-func TestTrimTrainJobKeepsWhatObserveReads(t *testing.T) {
-	created := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-	tj := &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "tj", Namespace: "ns", UID: "u", ResourceVersion: "7", CreationTimestamp: created,
-			Labels:          map[string]string{trainjob.LabelEngine: Engine, trainjob.LabelFramework: "jax"},
-			Annotations:     map[string]string{"big": "x", trainjob.AnnotationStartedAt: "2026-12-01T10:05:00Z"},
-			OwnerReferences: []metav1.OwnerReference{{Kind: "CustomRun", Name: "run", Controller: ptr.To(true)}},
-			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m"}}},
-		Spec: trainer.TrainJobSpec{
-			RuntimeRef: trainer.RuntimeRef{Name: "jax-distributed"},
-			Suspend:    ptr.To(true),
-			Trainer:    &trainer.Trainer{NumNodes: ptr.To(int32(3)), Command: []string{"bash", "-c", "def train(): ..."}},
-		},
-		Status: trainer.TrainJobStatus{Conditions: []metav1.Condition{{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue}}},
-	}
-	out, err := trimTrainJob(tj.DeepCopy())
-	require.NoError(t, err)
-	got := out.(*trainer.TrainJob)
-	assert.Equal(t, trainjob.Observe(tj, nil), trainjob.Observe(got, nil))
-	assert.Equal(t, tj.OwnerReferences, got.OwnerReferences)
-	assert.Equal(t, tj.ResourceVersion, got.ResourceVersion)
-	assert.Equal(t, tj.Spec.Suspend, got.Spec.Suspend)
-	assert.Equal(t, map[string]string{trainjob.AnnotationStartedAt: "2026-12-01T10:05:00Z"}, got.Annotations, "only the start record")
-	assert.Equal(t, created.Add(5*time.Minute), trainjob.StartedAt(got))
-	assert.Empty(t, got.ManagedFields)
-	assert.Empty(t, got.Spec.Trainer.Command)
-
-	tomb := "not a TrainJob"
-	same, err := trimTrainJob(tomb)
-	require.NoError(t, err)
-	assert.Equal(t, tomb, same)
-}
 
 func TestTrimCustomRun(t *testing.T) {
 	done := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
