@@ -84,12 +84,15 @@ repository:tag, the tag defaulting to the chart's appVersion.
 {{- end -}}
 
 {{/*
-What a face's values cannot say in the schema: that one face at least is on, each named the way
-a user sets it.
+What the schema cannot say: that one face at least is on, and that the Argo face has a namespace
+(--set argo.namespaces=null drops the list); each message names the values to set.
 */}}
 {{- define "trainstep.validate" -}}
 {{- if not (or .Values.argo.enabled .Values.tekton.enabled) -}}
 {{- fail "\n\ntrainstep installs one face or both, and none is on: set argo.enabled=true (Argo Workflows: the executor plugin in each of argo.namespaces) and/or tekton.enabled=true (Tekton Pipelines: the custom task controller in the release's namespace). charts/trainstep/README.md says why neither is on by default." -}}
+{{- end -}}
+{{- if and .Values.argo.enabled (not .Values.argo.namespaces) -}}
+{{- fail "\n\nthe Argo face is on but argo.namespaces names no namespace: set it to the namespaces that run workflows with trainstep steps (argo.namespaces={argo})." -}}
 {{- end -}}
 {{- end -}}
 

@@ -12,6 +12,7 @@ package image_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -396,6 +397,10 @@ func TestChartValues(t *testing.T) {
 		values:  "argo: {enabled: true, namespaces: []}\n",
 		wantErr: []string{"/argo/namespaces"},
 	}, {
+		name:    "argo without namespaces",
+		values:  "argo: {enabled: true, namespaces: null}\n",
+		wantErr: []string{"argo.namespaces names no namespace"},
+	}, {
 		name:    "schema: a digest that is not one",
 		values:  faceAlone("tekton") + "image: {digest: latest}\n",
 		wantErr: []string{"/image/digest"},
@@ -477,8 +482,8 @@ func helmInstall(t *testing.T, r chartRelease) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "is installed as release "+r.name, "NOTES.txt")
 	t.Cleanup(func() {
-		// A new context: t.Context() is cancelled when cleanups run.
-		cmd := exec.Command(helm(t), "uninstall", r.name, "--namespace", r.namespace, "--kubeconfig", env.Kubeconfig) //nolint:noctx // see above
+		// t.Context() is already cancelled when cleanups run.
+		cmd := exec.CommandContext(context.WithoutCancel(t.Context()), helm(t), "uninstall", r.name, "--namespace", r.namespace, "--kubeconfig", env.Kubeconfig)
 		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("helm uninstall %s: %v\n%s", r.name, err, b)
