@@ -29,10 +29,6 @@ func Files() []File {
 	return []File{
 		{Path: "schemas/step.schema.json", Make: stepSchema},
 		{Path: "manifests/argo/trainstep-executor-plugin-configmap.yaml", Make: argoPluginConfigMap},
-		// After the ConfigMap: the chart is made from manifests/, the ConfigMap among them.
-		{Path: "charts/trainstep/values.yaml", Make: chartValues},
-		{Path: "charts/trainstep/templates/argo.yaml", Make: chartTemplate("argo")},
-		{Path: "charts/trainstep/templates/tekton.yaml", Make: chartTemplate("tekton")},
 		{Path: "README.md", Make: readmeCompatibility},
 	}
 }

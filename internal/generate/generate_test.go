@@ -23,7 +23,7 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 // Stale notices a hand edit, and Write repairs it and says which file it rewrote.
 func TestStaleFindsAndWriteRepairsAnEdit(t *testing.T) {
 	dir := t.TempDir()
-	// The generators' inputs: manifests/ (plugin.yaml, and every face the chart is made from),
+	// The generators' inputs: manifests/ (plugin.yaml beside the other manifests),
 	// and the compatibility results the README's table is made from.
 	inputs, err := filepath.Glob(filepath.Join(root, "manifests", "*", "*.yaml"))
 	require.NoError(t, err)

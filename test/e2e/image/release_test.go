@@ -113,12 +113,19 @@ func deployment(t *testing.T, ns, name string) (pod, corev1.Container) {
 // its ServiceAccount: a CustomRun naming TrainStep runs to Succeeded with its results.
 func TestReleaseTektonInstallRunsAStepFromTheImage(t *testing.T) {
 	install(t, "tekton")
-	p, ctr := deployment(t, "trainstep-system", "trainstep-tekton-controller")
+	tektonRunsAStep(t, "trainstep-system", "trainstep-tekton-controller")
+}
+
+// tektonRunsAStep starts the container of the Tekton controller's Deployment ns/name from the
+// image as its ServiceAccount, and runs a CustomRun naming TrainStep to Succeeded.
+func tektonRunsAStep(t *testing.T, ns, name string) {
+	t.Helper()
+	p, ctr := deployment(t, ns, name)
 	rootfs, cfg := amd64(t)
 	r := start(t, rootfs, cfg, p, ctr)
 	r.ready(t, ctr)
 
-	ns := env.Namespace(t)
+	runNS := env.Namespace(t)
 	run := &v1beta1.CustomRun{}
 	require.NoError(t, yaml.UnmarshalStrict([]byte(`
 metadata: {name: train}
@@ -134,7 +141,7 @@ spec:
           def train():
               print("training")
 `), run))
-	run.APIVersion, run.Kind, run.Namespace = v1beta1.GroupVersion.String(), "CustomRun", ns
+	run.APIVersion, run.Kind, run.Namespace = v1beta1.GroupVersion.String(), "CustomRun", runNS
 	require.NoError(t, c.Create(t.Context(), run))
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		got := &v1beta1.CustomRun{}
@@ -147,7 +154,7 @@ spec:
 		}
 		assert.Equal(ct, "True "+tekton.ReasonSucceeded, cond)
 	}, testenv.Timeout, testenv.Interval, "the CustomRun did not succeed; controller log:\n%s", tail(r.Log.String(), 30))
-	tjs := testenv.TrainJobs(t.Context(), t, env.Client, ns)
+	tjs := testenv.TrainJobs(t.Context(), t, env.Client, runNS)
 	require.Len(t, tjs, 1)
 	assert.Equal(t, tekton.Engine, tjs[0].Labels[trainjob.LabelEngine])
 }
@@ -160,8 +167,15 @@ func TestReleaseArgoInstallRunsAStepFromTheImage(t *testing.T) {
 	const ns = "argo"
 	ensureNamespace(t, ns)
 	install(t, "argo")
+	argoRunsAStep(t, ns, ns, "trainstep-argo-janitor")
+}
 
-	janitorPod, janitor := deployment(t, ns, "trainstep-argo-janitor")
+// argoRunsAStep starts the janitor of the Deployment janitorNS/janitorName from the image to
+// ready, and the plugin's sidecar from its ConfigMap in the workflow namespace ns as the agent
+// pod would run it, which answers template.execute until the step succeeds.
+func argoRunsAStep(t *testing.T, ns, janitorNS, janitorName string) {
+	t.Helper()
+	janitorPod, janitor := deployment(t, janitorNS, janitorName)
 	jroot, cfg := amd64(t)
 	start(t, jroot, cfg, janitorPod, janitor).ready(t, janitor)
 
