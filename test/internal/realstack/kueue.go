@@ -48,8 +48,10 @@ const (
 	// KueuePriorityLabel names a TrainJob's WorkloadPriorityClass.
 	KueuePriorityLabel = "kueue.x-k8s.io/priority-class"
 	// KueuePodsReadyTimeout is Kueue's waitForPodsReady timeout: an admitted workload whose pods
-	// are not all Ready by then is evicted (reason PodsReadyTimeout) and requeued at once.
-	KueuePodsReadyTimeout = 20 * time.Second
+	// are not all Ready by then is evicted (reason PodsReadyTimeout) and requeued at once. At 20 s
+	// a fresh-clone make test (four suites' stacks at once on 2 cores) saw pods that were not held
+	// miss it, and steps meant to succeed were evicted twice and deactivated.
+	KueuePodsReadyTimeout = 40 * time.Second
 	// KueueRequeuingLimit is waitForPodsReady's requeuingStrategy.backoffLimitCount: a Workload
 	// requeued once whose pods again miss KueuePodsReadyTimeout is deactivated by Kueue
 	// (DeactivatedDueToRequeuingLimitExceeded), and stays suspended until someone activates it.
