@@ -44,14 +44,7 @@ func newTorchTune(_ string, raw json.RawMessage) (Trainer, field.ErrorList) {
 	if t.Dtype != "" && !slices.Contains(tuneDtypes, t.Dtype) {
 		errs = append(errs, field.NotSupported(trainerPath.Child("dtype"), t.Dtype, tuneDtypes))
 	}
-	for _, pos := range []struct {
-		v *int32
-		n string
-	}{{t.BatchSize, "batchSize"}, {t.Epochs, "epochs"}} {
-		if pos.v != nil && *pos.v < 1 {
-			errs = append(errs, field.Invalid(trainerPath.Child(pos.n), *pos.v, "must be 1 or more"))
-		}
-	}
+	errs = append(errs, atLeastOne(trainerPath, "must be 1 or more", optionalInt{t.BatchSize, "batchSize"}, optionalInt{t.Epochs, "epochs"})...)
 	errs = append(errs, t.PeftConfig.validate(trainerPath.Child("peftConfig"))...)
 	errs = append(errs, t.DatasetPreprocessConfig.validate(trainerPath.Child("datasetPreprocessConfig"))...)
 	for k, v := range t.Config {
@@ -268,4 +261,21 @@ func configValue(v any) string {
 		return "null"
 	}
 	return fmt.Sprint(v)
+}
+
+// optionalInt is a count field a step may leave out, by its name under its parent.
+type optionalInt struct {
+	v    *int32
+	name string
+}
+
+// atLeastOne refuses, under p, each field that is set below 1, with msg.
+func atLeastOne(p *field.Path, msg string, fields ...optionalInt) field.ErrorList {
+	var errs field.ErrorList
+	for _, f := range fields {
+		if f.v != nil && *f.v < 1 {
+			errs = append(errs, field.Invalid(p.Child(f.name), *f.v, msg))
+		}
+	}
+	return errs
 }

@@ -79,14 +79,7 @@ func (l *LoraConfig) validate(p *field.Path) field.ErrorList {
 		}
 		seen[m] = true
 	}
-	for _, n := range []struct {
-		v    *int32
-		name string
-	}{{l.LoraRank, "loraRank"}, {l.LoraAlpha, "loraAlpha"}} {
-		if n.v != nil && *n.v < 1 {
-			errs = append(errs, field.Invalid(p.Child(n.name), *n.v, "must be 1 or more, such as 8 or 16"))
-		}
-	}
+	errs = append(errs, atLeastOne(p, "must be 1 or more, such as 8 or 16", optionalInt{l.LoraRank, "loraRank"}, optionalInt{l.LoraAlpha, "loraAlpha"})...)
 	if d := l.LoraDropout; d != nil && (*d < 0 || *d >= 1) {
 		errs = append(errs, field.Invalid(p.Child("loraDropout"), *d, "must be a probability from 0 up to (not including) 1, such as 0.05"))
 	}
