@@ -270,9 +270,12 @@ The real \`executor tekton-controller\` binary (\`--kube-api-qps 500\`: at the d
 about 10 minutes only to start 10,000 runs) with ${RUNS} CustomRuns created 16 at a time, held
 running by the Trainer simulator until all are running, then completed one at a time.
 \`api-requests/run\` is every request of the controller's user in the apiserver's audit log from
-its start to the last run finished, divided by the runs (a create, three status writes, one
-Event; no LIST, no TrainJob read); \`notice\` runs from the TrainJob's terminal status write to
-the CustomRun's terminal condition; \`rss-MB\` with every run live, \`peak-rss-MB\` the high water.
+its start to the last run finished, divided by the runs (a create, three status writes, the
+start record, one Event; no LIST, no TrainJob read); \`notice\` runs from the TrainJob's terminal
+status write to the CustomRun's terminal condition; \`rss-MB\` with every run live,
+\`peak-rss-MB\` the high water; \`heap-MB\` the Go heap in use then, garbage not yet collected
+included (it swings by half from one run to the next), \`live-heap-MB\` what the controller
+holds after a collection (\`--pprof-bind-address\`, \`/debug/pprof/heap?gc=1\`).
 
 $(section tekton)
 

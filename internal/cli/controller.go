@@ -20,6 +20,7 @@ type controllerFlags struct {
 	kubeFlags
 	namespaces              []string
 	metricsAddr, probeAddr  string
+	pprofAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
 	logFormat               string
@@ -30,6 +31,7 @@ func (c *controllerFlags) bind(f *pflag.FlagSet, metricsDefault string) {
 	f.StringSliceVar(&c.namespaces, "namespaces", nil, "watch only these namespaces (default: all)")
 	f.StringVar(&c.metricsAddr, "metrics-bind-address", metricsDefault, "address of /metrics (0 turns it off)")
 	f.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0 turns them off)")
+	f.StringVar(&c.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof profiles, unauthenticated (default: none)")
 	f.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader so only one replica acts")
 	f.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	f.StringVar(&c.logFormat, "log-format", "json", "log format: json or text")
@@ -37,7 +39,7 @@ func (c *controllerFlags) bind(f *pflag.FlagSet, metricsDefault string) {
 
 // managed is the flags as the options of a controller named name.
 func (c *controllerFlags) managed(name string) managed.Options {
-	return managed.Options{Name: name, Namespaces: c.namespaces, MetricsAddr: c.metricsAddr, ProbeAddr: c.probeAddr,
+	return managed.Options{Name: name, Namespaces: c.namespaces, MetricsAddr: c.metricsAddr, ProbeAddr: c.probeAddr, PprofAddr: c.pprofAddr,
 		LeaderElection: c.leaderElect, LeaderElectionNamespace: c.leaderElectionNamespace}
 }
 

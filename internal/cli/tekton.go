@@ -21,7 +21,7 @@ func newTektonControllerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Namespaces, opts.MetricsAddr, opts.ProbeAddr = c.namespaces, c.metricsAddr, c.probeAddr
+			opts.Namespaces, opts.MetricsAddr, opts.ProbeAddr, opts.PprofAddr = c.namespaces, c.metricsAddr, c.probeAddr, c.pprofAddr
 			opts.LeaderElection, opts.LeaderElectionNamespace = c.leaderElect, c.leaderElectionNamespace
 			mgr, err := tekton.New(cfg, opts)
 			if err != nil {

@@ -31,6 +31,9 @@ type Options struct {
 	Namespaces []string
 	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz ("0" turns one off).
 	MetricsAddr, ProbeAddr string
+	// PprofAddr serves Go's /debug/pprof profiles ("" or "0": none, the default). A heap
+	// profile with ?gc=1 says what the process holds live, apart from garbage not yet collected.
+	PprofAddr string
 	// LeaderElection makes only one replica act; the Lease is in LeaderElectionNamespace
 	// (default: the pod's).
 	LeaderElection          bool
@@ -51,6 +54,7 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, c cache.Options, o Options) (
 		MapperProvider:                restmapping.NewDynamic, // the cache asks it on every read
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              o.Name,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,

@@ -1,6 +1,10 @@
 package argo_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,7 +18,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -51,24 +57,87 @@ func TestPluginConfigMapIsWhatArgoBuilds(t *testing.T) {
 	assert.True(t, readable, "the sidecar must run as uid 8737 or gid 0 to read /var/run/argo/token")
 }
 
-// TestExamplesPassArgoValidation runs Argo's own workflow validation (what `argo lint` runs) on
-// every example workflow.
+// TestExamplesPassArgoValidation runs Argo's own validation (what `argo lint` runs) on every
+// document of every example workflow file, as `kubectl apply -f` reads them: each Workflow and
+// WorkflowTemplate (the templates first, so that a templateRef finds them), and the other
+// objects (the rights a template's pod needs) parse strictly as their kinds.
 func TestExamplesPassArgoValidation(t *testing.T) {
 	files, err := filepath.Glob("../../examples/workflows/argo-*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	cs := fakewf.NewSimpleClientset()
-	wftmpl := templateresolution.WrapWorkflowTemplateInterface(cs.ArgoprojV1alpha1().WorkflowTemplates(metav1.NamespaceDefault))
-	cwftmpl := templateresolution.WrapClusterWorkflowTemplateInterface(cs.ArgoprojV1alpha1().ClusterWorkflowTemplates())
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			b, err := os.ReadFile(f)
-			require.NoError(t, err)
-			wf := &wfv1.Workflow{}
-			require.NoError(t, yaml.UnmarshalStrict(b, wf))
-			require.NoError(t, validate.ValidateWorkflow(wftmpl, cwftmpl, wf, nil, validate.ValidateOpts{Lint: true}))
+			cs := fakewf.NewSimpleClientset()
+			wftmpl := templateresolution.WrapWorkflowTemplateInterface(cs.ArgoprojV1alpha1().WorkflowTemplates(metav1.NamespaceDefault))
+			cwftmpl := templateresolution.WrapClusterWorkflowTemplateInterface(cs.ArgoprojV1alpha1().ClusterWorkflowTemplates())
+			var wfs []*wfv1.Workflow
+			var tmpls []*wfv1.WorkflowTemplate
+			for _, doc := range documents(t, f) {
+				switch kind := kindOf(t, doc); kind {
+				case "Workflow":
+					wf := &wfv1.Workflow{}
+					require.NoError(t, yaml.UnmarshalStrict(doc, wf))
+					wfs = append(wfs, wf)
+				case "WorkflowTemplate":
+					tmpl := &wfv1.WorkflowTemplate{}
+					require.NoError(t, yaml.UnmarshalStrict(doc, tmpl))
+					_, err := cs.ArgoprojV1alpha1().WorkflowTemplates(metav1.NamespaceDefault).Create(t.Context(), tmpl, metav1.CreateOptions{})
+					require.NoError(t, err)
+					tmpls = append(tmpls, tmpl)
+				default:
+					obj, ok := rightsKinds[kind]
+					require.True(t, ok, "%s: a %s document, which this test does not know how to check", f, kind)
+					require.NoError(t, yaml.UnmarshalStrict(doc, obj()), "%s: the %s", f, kind)
+				}
+			}
+			require.Positive(t, len(wfs)+len(tmpls), "%s has no workflow", f)
+			for _, wf := range wfs {
+				require.NoError(t, validate.ValidateWorkflow(wftmpl, cwftmpl, wf, nil, validate.ValidateOpts{Lint: true}))
+			}
+			for _, tmpl := range tmpls {
+				require.NoError(t, validate.ValidateWorkflowTemplate(wftmpl, cwftmpl, tmpl, nil, validate.ValidateOpts{Lint: true}), "WorkflowTemplate %s", tmpl.Name)
+			}
 		})
 	}
+}
+
+// rightsKinds are the other kinds an example file may hold: what its pods run as.
+var rightsKinds = map[string]func() any{
+	"ServiceAccount":     func() any { return &corev1.ServiceAccount{} },
+	"Role":               func() any { return &rbacv1.Role{} },
+	"RoleBinding":        func() any { return &rbacv1.RoleBinding{} },
+	"ClusterRole":        func() any { return &rbacv1.ClusterRole{} },
+	"ClusterRoleBinding": func() any { return &rbacv1.ClusterRoleBinding{} },
+}
+
+// documents are the YAML documents of file, each as JSON.
+func documents(t *testing.T, file string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	dec := k8syaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var docs [][]byte
+	for {
+		var doc map[string]any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		require.NoError(t, err, file)
+		if doc == nil {
+			continue
+		}
+		js, err := json.Marshal(doc)
+		require.NoError(t, err)
+		docs = append(docs, js)
+	}
+}
+
+func kindOf(t *testing.T, doc []byte) string {
+	t.Helper()
+	var tm metav1.TypeMeta
+	require.NoError(t, json.Unmarshal(doc, &tm))
+	return tm.Kind
 }
 
 // TestValidationCatchesABrokenExample proves the check above can fail: a reference to an output

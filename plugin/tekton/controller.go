@@ -54,6 +54,8 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz ("0" turns it off).
 	ProbeAddr string
+	// PprofAddr serves Go's /debug/pprof profiles ("": none).
+	PprofAddr string
 	// LeaderElection makes only one replica reconcile at a time.
 	LeaderElection          bool
 	LeaderElectionNamespace string
@@ -159,7 +161,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		cacheOpts.ByObject[newWorkload()] = workloadCache()
 	}
 	mgr, err := managed.New(cfg, scheme, cacheOpts, managed.Options{Name: Name, Namespaces: opts.Namespaces,
-		MetricsAddr: opts.MetricsAddr, ProbeAddr: opts.ProbeAddr,
+		MetricsAddr: opts.MetricsAddr, ProbeAddr: opts.ProbeAddr, PprofAddr: opts.PprofAddr,
 		LeaderElection: opts.LeaderElection, LeaderElectionNamespace: opts.LeaderElectionNamespace})
 	if err != nil {
 		return nil, err

@@ -492,13 +492,13 @@ func TestChartInstallsEachFaceAlone(t *testing.T) {
 
 	t.Run("tekton", func(t *testing.T) {
 		helmInstall(t, chartRelease{name: "ml", namespace: "chart-tekton", values: faceAlone("tekton") + image})
-		tektonRunsAStep(t, "chart-tekton", "ml-trainstep-tekton-controller")
+		tektonRunsAStep(t, "chart-tekton", "ml-trainstep-tekton-controller", releaseImage(t))
 	})
 	t.Run("argo", func(t *testing.T) {
 		workflows := env.Namespace(t)
 		values := "argo: {enabled: true, namespaces: [" + workflows + "]}\n" + image
 		helmInstall(t, chartRelease{name: "ml", namespace: "chart-argo", values: values})
-		argoRunsAStep(t, workflows, "chart-argo", "ml-trainstep-argo-janitor")
+		argoRunsAStep(t, workflows, "chart-argo", "ml-trainstep-argo-janitor", releaseImage(t))
 
 		second := chartRelease{name: "research", namespace: "chart-argo-2", values: values}
 		_, err := runHelm(t, append([]string{"install", second.name, chartDir(), "--kubeconfig", env.Kubeconfig, "--create-namespace"}, second.args(t)...)...)

@@ -89,12 +89,12 @@ func install(t *testing.T, face string) []*unstructured.Unstructured {
 	return objs
 }
 
-// pinned checks that every container of the install file runs the release's image by digest.
-func pinned(t *testing.T, image string) {
+// releaseImage is the release's image, pinned by digest, as its install files name it.
+func releaseImage(t *testing.T) string {
 	t.Helper()
 	digest, err := os.ReadFile(filepath.Join(dist, "image", "digest"))
 	require.NoError(t, err)
-	assert.Equal(t, repository+"@"+strings.TrimSpace(string(digest)), image, "the install file's image")
+	return repository + "@" + strings.TrimSpace(string(digest))
 }
 
 // deployment reads a Deployment the install file created and its pod as the kubelet gets it.
@@ -104,7 +104,6 @@ func deployment(t *testing.T, ns, name string) (pod, corev1.Container) {
 	require.NoError(t, c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, d))
 	spec := d.Spec.Template.Spec
 	require.Len(t, spec.Containers, 1)
-	pinned(t, spec.Containers[0].Image)
 	return pod{Namespace: ns, Name: name + "-0", Labels: d.Spec.Template.Labels, ServiceAccount: spec.ServiceAccountName,
 		SecurityContext: spec.SecurityContext}, spec.Containers[0]
 }
@@ -113,14 +112,16 @@ func deployment(t *testing.T, ns, name string) (pod, corev1.Container) {
 // its ServiceAccount: a CustomRun naming TrainStep runs to Succeeded with its results.
 func TestReleaseTektonInstallRunsAStepFromTheImage(t *testing.T) {
 	install(t, "tekton")
-	tektonRunsAStep(t, "trainstep-system", "trainstep-tekton-controller")
+	tektonRunsAStep(t, "trainstep-system", "trainstep-tekton-controller", releaseImage(t))
 }
 
 // tektonRunsAStep starts the container of the Tekton controller's Deployment ns/name from the
-// image as its ServiceAccount, and runs a CustomRun naming TrainStep to Succeeded.
-func tektonRunsAStep(t *testing.T, ns, name string) {
+// image as its ServiceAccount, and runs a CustomRun naming TrainStep to Succeeded. The
+// Deployment names image.
+func tektonRunsAStep(t *testing.T, ns, name, image string) {
 	t.Helper()
 	p, ctr := deployment(t, ns, name)
+	assert.Equal(t, image, ctr.Image, "the controller's image")
 	rootfs, cfg := amd64(t)
 	r := start(t, rootfs, cfg, p, ctr)
 	r.ready(t, ctr)
@@ -167,15 +168,16 @@ func TestReleaseArgoInstallRunsAStepFromTheImage(t *testing.T) {
 	const ns = "argo"
 	ensureNamespace(t, ns)
 	install(t, "argo")
-	argoRunsAStep(t, ns, ns, "trainstep-argo-janitor")
+	argoRunsAStep(t, ns, ns, "trainstep-argo-janitor", releaseImage(t))
 }
 
 // argoRunsAStep starts the janitor of the Deployment janitorNS/janitorName from the image to
 // ready, and the plugin's sidecar from its ConfigMap in the workflow namespace ns as the agent
-// pod would run it, which answers template.execute until the step succeeds.
-func argoRunsAStep(t *testing.T, ns, janitorNS, janitorName string) {
+// pod would run it, which answers template.execute until the step succeeds. Both name image.
+func argoRunsAStep(t *testing.T, ns, janitorNS, janitorName, image string) {
 	t.Helper()
 	janitorPod, janitor := deployment(t, janitorNS, janitorName)
+	assert.Equal(t, image, janitor.Image, "the janitor's image")
 	jroot, cfg := amd64(t)
 	start(t, jroot, cfg, janitorPod, janitor).ready(t, janitor)
 
@@ -188,7 +190,7 @@ func argoRunsAStep(t *testing.T, ns, janitorNS, janitorName string) {
 	require.NoError(t, c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "trainstep-executor-plugin"}, cm))
 	var sidecar corev1.Container
 	require.NoError(t, yaml.UnmarshalStrict([]byte(cm.Data["sidecar.container"]), &sidecar))
-	pinned(t, sidecar.Image)
+	assert.Equal(t, image, sidecar.Image, "the plugin sidecar's image")
 	require.Equal(t, "true", cm.Data["sidecar.automountServiceAccountToken"])
 	const token = "the-agent-token"
 	p := pod{Namespace: ns, Name: wf.Name + "-1340600742-agent", Labels: map[string]string{"workflows.argoproj.io/workflow": wf.Name},
@@ -220,7 +222,8 @@ trainer:
 		assert.Equal(ct, wfv1.NodeSucceeded, phase, reply.Node.Message)
 	}, testenv.Timeout, testenv.Interval, "the step did not succeed (last %s); plugin log:\n%s", phase, tail(r.Log.String(), 30))
 	tjs := &trainer.TrainJobList{}
-	require.NoError(t, c.List(t.Context(), tjs, client.InNamespace(ns)))
+	// The workflow's own: other tests install the face in the same namespace.
+	require.NoError(t, c.List(t.Context(), tjs, client.InNamespace(ns), client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)}))
 	require.Len(t, tjs.Items, 1)
 	assert.Equal(t, argo.Engine, tjs.Items[0].Labels[trainjob.LabelEngine])
 }

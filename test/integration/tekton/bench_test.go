@@ -67,8 +67,9 @@ func benchInt(b *testing.B, name string, def int) int {
 // (TRAINSTEP_BENCH_COMPLETERS at a time, default 1) and reports:
 //   - notice-p50-ms / notice-p99-ms: TrainJob Complete condition written (from before the
 //     status write is sent) → CustomRun terminal seen through a watch;
-//   - rss-MB and heap-MB with every run live, and peak-rss-MB (VmHWM) at the end, of the
-//     controller process;
+//   - rss-MB and heap-MB (heap in use, garbage included) with every run live, live-heap-MB
+//     (after a collection: what the controller holds) then, and peak-rss-MB (VmHWM) at the end,
+//     of the controller process;
 //   - api-requests/run: every request of the controller's client (rest_client_requests_total)
 //     from its start to every run finished, startup lists and watches included, divided by N;
 //   - runs: N.
@@ -89,11 +90,11 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 	kubeconfig, err := env.UserKubeconfig(benchUser, "system:masters")
 	require.NoError(b, err)
 	auditFrom := fileSize(b, auditLog)
-	metricsAddr := harnessutil.FreeAddr(b)
+	metricsAddr, pprofAddr := harnessutil.FreeAddr(b), harnessutil.FreeAddr(b)
 	// The default 50 QPS would make the start of 10,000 runs (a create and two status writes
 	// each) take 10 minutes; a controller sized for that many runs is given a budget to match.
 	cmd := exec.CommandContext(b.Context(), bin, "tekton-controller", "--kubeconfig", kubeconfig,
-		"--namespaces", ns, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0",
+		"--namespaces", ns, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0", "--pprof-bind-address", pprofAddr,
 		"--kube-api-qps", strconv.Itoa(benchInt(b, "TRAINSTEP_BENCH_QPS", 500)), "--kube-api-burst", "1000")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stderr harnessutil.SyncBuffer
@@ -119,6 +120,8 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 	b.Logf("%d CustomRuns running after %s", n, time.Since(start).Round(time.Millisecond))
 	rss := procStatusKB(b, cmd.Process.Pid, "VmRSS")
 	heap := scrape(b, metricsAddr, "go_memstats_heap_inuse_bytes")
+	live, err := harnessutil.LiveHeapBytes(b.Context(), pprofAddr)
+	require.NoError(b, err)
 
 	jobs := trainJobsByRun(b, ns)
 	b.ResetTimer()
@@ -163,6 +166,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 	b.ReportMetric(pct(0.99), "notice-p99-ms")
 	b.ReportMetric(float64(rss)/1024, "rss-MB")
 	b.ReportMetric(heap/(1<<20), "heap-MB")
+	b.ReportMetric(float64(live)/(1<<20), "live-heap-MB")
 	b.ReportMetric(float64(procStatusKB(b, cmd.Process.Pid, "VmHWM"))/1024, "peak-rss-MB")
 	b.ReportMetric(requests/float64(n), "api-requests/run")
 	b.ReportMetric(float64(n), "runs")

@@ -278,6 +278,14 @@ func kueueObject(kind, namespace, name string, fields map[string]any) *unstructu
 // the queue's name (unique: tests sharing a namespace get one each) once both are Active.
 func (s *Stack) KueueQueue(t testing.TB, namespace string, gpus int) string {
 	t.Helper()
+	return s.KueueQueueNamed(t, namespace, "", gpus)
+}
+
+// KueueQueueNamed is KueueQueue with the LocalQueue named localQueue (the name a user's file
+// gives, such as Kueue's quick-start "user-queue"), or after its ClusterQueue when "". It returns
+// the LocalQueue's name.
+func (s *Stack) KueueQueueNamed(t testing.TB, namespace, localQueue string, gpus int) string {
+	t.Helper()
 	ctx := t.Context()
 	cq := kueueObject("ClusterQueue", "", "", map[string]any{"spec": map[string]any{
 		"namespaceSelector": map[string]any{},
@@ -298,7 +306,10 @@ func (s *Stack) KueueQueue(t testing.TB, namespace string, gpus int) string {
 	if err := s.Client.Create(ctx, cq); err != nil {
 		t.Fatalf("creating a ClusterQueue: %v", err)
 	}
-	lq := kueueObject("LocalQueue", namespace, cq.GetName(), map[string]any{"spec": map[string]any{"clusterQueue": cq.GetName()}})
+	if localQueue == "" {
+		localQueue = cq.GetName()
+	}
+	lq := kueueObject("LocalQueue", namespace, localQueue, map[string]any{"spec": map[string]any{"clusterQueue": cq.GetName()}})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -325,7 +336,7 @@ func (s *Stack) KueueQueue(t testing.TB, namespace string, gpus int) string {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return cq.GetName()
+	return localQueue
 }
 
 // KueueBlocker creates a one-node TrainJob in queue that holds gpus GPUs for seconds once

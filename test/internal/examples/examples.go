@@ -1,0 +1,132 @@
+// Package examples reads what the header of a step example under examples/steps tells its user
+// to do, so that the suites that run the examples run each one exactly so: the Trainer release
+// it needs, the Secrets to create first, the Kueue LocalQueue it names, and the command that
+// runs it. The realstack suite runs the examples that need no Kueue, the conformance suite (the
+// stack with Kueue) the ones that do; TestEveryStepExampleIsRunBySomeSuite keeps that split
+// whole.
+package examples
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Step is one file of examples/steps and what its header says.
+type Step struct {
+	// Name is the file's name, e.g. hello-xgboost.yaml.
+	Name string
+	// Bytes are the file's bytes, as the user runs them.
+	Bytes []byte
+	// NeedsMinor is the Trainer minor release the header says it needs (v2.<NeedsMinor>).
+	NeedsMinor int
+	// Secrets are what the header's `kubectl create secret generic` lines create.
+	Secrets []*corev1.Secret
+	// LocalQueue is the Kueue LocalQueue the header says must exist in the step's namespace
+	// ("a LocalQueue named NAME"), or "" when it needs no Kueue.
+	LocalQueue string
+	// Run is the command the header says runs it.
+	Run string
+}
+
+var (
+	needsTrainer = regexp.MustCompile(`Kubeflow Trainer v2\.(\d+)(\.\d+)? or later`)
+	needsQueue   = regexp.MustCompile(`a LocalQueue named (\S+) in the\s+step's namespace`)
+	createSecret = regexp.MustCompile(`^#\s+kubectl create secret generic (\S+)((?: --from-literal=\S+)+)\s*$`)
+	runCommand   = regexp.MustCompile(`^#\s+(executor run .*\S)\s*$`)
+)
+
+// Dir is examples/steps of this checkout, wherever the test runs from.
+func Dir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("cannot tell where package examples is, to find examples/steps from it")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "examples", "steps"), nil
+}
+
+// Steps reads every file of examples/steps and its header.
+func Steps() ([]Step, error) {
+	dir, err := Dir()
+	if err != nil {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no step examples in %s", dir)
+	}
+	steps := make([]Step, 0, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		s, err := Parse(filepath.Base(f), b)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, s)
+	}
+	return steps, nil
+}
+
+// Parse reads the leading comment of a step example named name.
+func Parse(name string, b []byte) (Step, error) {
+	s := Step{Name: name, Bytes: b}
+	var comment []string
+	for line := range strings.Lines(string(b)) {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		line = strings.TrimRight(line, "\n")
+		comment = append(comment, line)
+		if m := createSecret.FindStringSubmatch(line); m != nil {
+			secret, err := secretOf(name, m[1], m[2])
+			if err != nil {
+				return Step{}, err
+			}
+			s.Secrets = append(s.Secrets, secret)
+		}
+		if m := runCommand.FindStringSubmatch(line); m != nil {
+			s.Run = m[1]
+		}
+	}
+	// Phrases may wrap across comment lines: match them in the comment as one line.
+	text := strings.Join(comment, " ")
+	text = strings.Join(strings.Fields(strings.ReplaceAll(text, "#", " ")), " ")
+	m := needsTrainer.FindStringSubmatch(text)
+	if m == nil {
+		return Step{}, fmt.Errorf("%s: the header does not say which Kubeflow Trainer release it needs: add \"Needs: Kubeflow Trainer v2.N or later\"", name)
+	}
+	s.NeedsMinor, _ = strconv.Atoi(m[1])
+	if q := needsQueue.FindStringSubmatch(text); q != nil {
+		s.LocalQueue = strings.Trim(q[1], "`,.")
+	}
+	if s.Run == "" {
+		return Step{}, fmt.Errorf("%s: the header has no command that runs it: add a line \"#   executor run -f examples/steps/%s\"", name, name)
+	}
+	return s, nil
+}
+
+// secretOf is the Secret of `kubectl create secret generic NAME --from-literal=K=V …`.
+func secretOf(file, name, literals string) (*corev1.Secret, error) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{}}
+	for _, lit := range strings.Fields(literals) {
+		k, v, ok := strings.Cut(strings.TrimPrefix(lit, "--from-literal="), "=")
+		if !ok {
+			return nil, fmt.Errorf("%s: %q is not --from-literal=KEY=VALUE", file, lit)
+		}
+		s.StringData[k] = v
+	}
+	return s, nil
+}
