@@ -67,7 +67,7 @@ image: ## the one image for all three faces, linux/amd64 + linux/arm64, no conta
 # Where a release's image is pushed; its install files name <repository>@<digest>.
 RELEASE_REPOSITORY ?= ghcr.io/trainstep/trainstep
 
-release: ## dist/: install-argo.yaml and install-tekton.yaml (image pinned by digest), the image (dist/image) and SHA256SUMS; VERSION=v0.3.0
+release: ## dist/: install-argo.yaml and install-tekton.yaml (image pinned by digest), the chart (trainstep-<version>.tgz, the same image), the image (dist/image) and SHA256SUMS; VERSION=v0.3.0
 	go run ./hack/release --out dist --version $(VERSION) --repository $(RELEASE_REPOSITORY) --commit $(COMMIT) \
 		--created $(SOURCE_DATE_EPOCH) --source $(IMAGE_SOURCE)
 

@@ -29,6 +29,8 @@ type Result struct {
 	Image string
 	// Installs are the install files by face.
 	Installs map[string]string
+	// Chart is the chart, stamped with the release and packaged (trainstep-<version>.tgz).
+	Chart string
 	// Checksums is the SHA256SUMS file.
 	Checksums string
 }
@@ -59,6 +61,15 @@ func Write(ctx context.Context, opts Options) (Result, error) {
 		r.Installs[face] = f
 		files = append(files, f)
 	}
+	name, tgz, err := Chart(opts.Root, opts.Version, r.Image, opts.Created)
+	if err != nil {
+		return Result{}, err
+	}
+	r.Chart = filepath.Join(opts.Out, name)
+	if err := os.WriteFile(r.Chart, tgz, 0o644); err != nil {
+		return Result{}, err
+	}
+	files = append(files, r.Chart)
 	for _, f := range w.Tarballs {
 		files = append(files, f)
 	}

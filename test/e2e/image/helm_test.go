@@ -63,6 +63,15 @@ func chartDir() string { return filepath.Join(root, "charts", "trainstep") }
 // values file; empty: the chart's defaults).
 type chartRelease struct {
 	name, namespace, values string
+	// chart is the chart installed: charts/trainstep unless set (a packaged release's .tgz).
+	chart string
+}
+
+func (r chartRelease) chartPath() string {
+	if r.chart != "" {
+		return r.chart
+	}
+	return chartDir()
 }
 
 // args are helm's flags for r: --namespace, and -f with its values.
@@ -85,7 +94,7 @@ func (r chartRelease) args(t *testing.T) []string {
 // helmTemplate renders the chart as r with the real helm, and returns the error helm reports.
 func helmTemplate(t *testing.T, r chartRelease) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	out, err := runHelm(t, append([]string{"template", r.name, chartDir()}, r.args(t)...)...)
+	out, err := runHelm(t, append([]string{"template", r.name, r.chartPath()}, r.args(t)...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -512,7 +521,7 @@ func TestChartInstallsEachFaceAlone(t *testing.T) {
 // uninstalls it when the test ends.
 func helmInstall(t *testing.T, r chartRelease) {
 	t.Helper()
-	out, err := runHelm(t, append([]string{"install", r.name, chartDir(), "--kubeconfig", env.Kubeconfig, "--create-namespace"}, r.args(t)...)...)
+	out, err := runHelm(t, append([]string{"install", r.name, r.chartPath(), "--kubeconfig", env.Kubeconfig, "--create-namespace"}, r.args(t)...)...)
 	require.NoError(t, err)
 	assert.Contains(t, out, "is installed as release "+r.name, "NOTES.txt")
 	t.Cleanup(func() {
@@ -612,4 +621,21 @@ func dig(obj map[string]any, path ...string) map[string]any {
 		obj, _ = obj[p].(map[string]any)
 	}
 	return obj
+}
+
+// The chart `make release` packages (dist/trainstep-<version>.tgz) is stamped with the release:
+// installed with nothing but a face turned on, it runs the release's image, pinned by digest,
+// and it passes helm lint --strict as packaged.
+func TestReleasedChartRunsTheReleaseImage(t *testing.T) {
+	pkg := filepath.Join(dist, "trainstep-"+strings.TrimPrefix(stampVersion, "v")+".tgz")
+	require.FileExists(t, pkg, "make release packages the chart")
+	out, err := runHelm(t, "lint", "--strict", pkg)
+	require.NoError(t, err, out)
+	out, err = runHelm(t, "show", "chart", pkg)
+	require.NoError(t, err)
+	assert.Contains(t, out, "\nappVersion: "+stampVersion+"\n")
+	assert.Contains(t, out, "\nversion: "+strings.TrimPrefix(stampVersion, "v")+"\n")
+
+	helmInstall(t, chartRelease{name: "rel", namespace: "chart-released", values: "tekton: {enabled: true}\n", chart: pkg})
+	tektonRunsAStep(t, "chart-released", "rel-trainstep-tekton-controller", releaseImage(t))
 }
