@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"text/template"
 
 	"github.com/argoproj/argo-workflows/v3/pkg/plugins/spec"
 	plugins "github.com/argoproj/argo-workflows/v3/workflow/util/plugins"
@@ -29,6 +30,7 @@ func Files() []File {
 	return []File{
 		{Path: "schemas/step.schema.json", Make: stepSchema},
 		{Path: "manifests/argo/trainstep-executor-plugin-configmap.yaml", Make: argoPluginConfigMap},
+		{Path: "manifests/argo/README.md", Make: argoPluginReadme},
 		{Path: "README.md", Make: readmeCompatibility},
 	}
 }
@@ -70,12 +72,32 @@ func stepSchema(string) ([]byte, error) {
 	return schema.Marshal(schema.Step(trainers.Builtin()))
 }
 
-const configMapHeader = "# Generated from plugin.yaml by Argo's own code (make generate), as\n" +
-	"# `argo executor-plugin build manifests/argo` makes it. Do not edit by hand.\n"
+// The files `argo executor-plugin build manifests/argo` writes beside plugin.yaml, made here as
+// Argo v3.7's command makes them (cmd/argo/commands/executorplugin/io.go: saveConfigMap,
+// saveReadme), so that running it on manifests/argo changes nothing. plugin/argo's
+// TestArgoBuildOfThePluginDirChangesNothing runs Argo's own command to prove it.
+const (
+	argoCodegenHeader  = "# This is an auto-generated file. DO NOT EDIT\n"
+	argoReadmeTemplate = `<!-- This is an auto-generated file. DO NOT EDIT -->
+# {{.Name}}
 
-// argoPluginConfigMap is what `argo executor-plugin build` makes from plugin.yaml: Argo's own
-// ToConfigMap, so the sidecar Argo's controller reads is the one plugin.yaml describes.
-func argoPluginConfigMap(root string) ([]byte, error) {
+* Needs: {{index .Annotations "workflows.argoproj.io/version"}}
+* Image: {{.Spec.Sidecar.Container.Image}}
+
+{{index .Annotations "workflows.argoproj.io/description"}}
+
+Install:
+
+    kubectl apply -f {{.Name}}-executor-plugin-configmap.yaml
+
+Uninstall:
+	
+    kubectl delete cm {{.Name}}-executor-plugin 
+`
+)
+
+// argoPlugin reads manifests/argo/plugin.yaml as `argo executor-plugin build` does.
+func argoPlugin(root string) (*spec.Plugin, error) {
 	b, err := os.ReadFile(filepath.Join(root, "manifests", "argo", "plugin.yaml"))
 	if err != nil {
 		return nil, err
@@ -83,6 +105,19 @@ func argoPluginConfigMap(root string) ([]byte, error) {
 	p := &spec.Plugin{}
 	if err := yaml.UnmarshalStrict(b, p); err != nil {
 		return nil, fmt.Errorf("plugin.yaml must parse strictly, as `argo executor-plugin build` does: %w", err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("argo rejects plugin.yaml: %w", err)
+	}
+	return p, nil
+}
+
+// argoPluginConfigMap is the ConfigMap Argo's controller reads: Argo's own ToConfigMap of
+// plugin.yaml.
+func argoPluginConfigMap(root string) ([]byte, error) {
+	p, err := argoPlugin(root)
+	if err != nil {
+		return nil, err
 	}
 	cm, err := plugins.ToConfigMap(p)
 	if err != nil {
@@ -92,5 +127,22 @@ func argoPluginConfigMap(root string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte(configMapHeader), out...), nil
+	return append([]byte(argoCodegenHeader), out...), nil
+}
+
+// argoPluginReadme is the plugin's README: what it needs, its image, how to install it.
+func argoPluginReadme(root string) ([]byte, error) {
+	p, err := argoPlugin(root)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := template.New("readme").Parse(argoReadmeTemplate)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := tmpl.Execute(&b, p); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

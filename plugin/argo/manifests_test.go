@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/argoproj/argo-workflows/v3/cmd/argo/commands/executorplugin"
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	fakewf "github.com/argoproj/argo-workflows/v3/pkg/client/clientset/versioned/fake"
 	"github.com/argoproj/argo-workflows/v3/pkg/plugins/spec"
@@ -159,4 +160,25 @@ func TestValidationCatchesABrokenExample(t *testing.T) {
 		wf, nil, validate.ValidateOpts{Lint: true})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "trainjob-name")
+}
+
+// TestArgoBuildOfThePluginDirChangesNothing runs Argo's own `argo executor-plugin build` on a
+// copy of manifests/argo's plugin.yaml: the ConfigMap and README.md it writes are the committed
+// ones, byte for byte, so a user who sets the image in plugin.yaml and runs Argo's command gets
+// exactly what make generate would make.
+func TestArgoBuildOfThePluginDirChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(manifests, "plugin.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "plugin.yaml"), b, 0o644))
+	cmd := executorplugin.NewBuildCommand()
+	cmd.SetArgs([]string{dir})
+	require.NoError(t, cmd.Execute())
+	for _, name := range []string{"trainstep-executor-plugin-configmap.yaml", "README.md"} {
+		built, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err, "argo executor-plugin build wrote no %s", name)
+		committed, err := os.ReadFile(filepath.Join(manifests, name))
+		require.NoError(t, err)
+		assert.Equal(t, string(built), string(committed), "%s: regenerate with make generate", name)
+	}
 }
