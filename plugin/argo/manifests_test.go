@@ -1,10 +1,6 @@
 package argo_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,8 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/internal/manifest"
 )
 
 const manifests = "../../manifests/argo"
@@ -73,8 +70,11 @@ func TestExamplesPassArgoValidation(t *testing.T) {
 			cwftmpl := templateresolution.WrapClusterWorkflowTemplateInterface(cs.ArgoprojV1alpha1().ClusterWorkflowTemplates())
 			var wfs []*wfv1.Workflow
 			var tmpls []*wfv1.WorkflowTemplate
-			for _, doc := range documents(t, f) {
-				switch kind := kindOf(t, doc); kind {
+			docs, err := manifest.Documents(f)
+			require.NoError(t, err)
+			for _, d := range docs {
+				doc := d.JSON
+				switch kind := d.Kind; kind {
 				case "Workflow":
 					wf := &wfv1.Workflow{}
 					require.NoError(t, yaml.UnmarshalStrict(doc, wf))
@@ -109,36 +109,6 @@ var rightsKinds = map[string]func() any{
 	"RoleBinding":        func() any { return &rbacv1.RoleBinding{} },
 	"ClusterRole":        func() any { return &rbacv1.ClusterRole{} },
 	"ClusterRoleBinding": func() any { return &rbacv1.ClusterRoleBinding{} },
-}
-
-// documents are the YAML documents of file, each as JSON.
-func documents(t *testing.T, file string) [][]byte {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	require.NoError(t, err)
-	dec := k8syaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	var docs [][]byte
-	for {
-		var doc map[string]any
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			return docs
-		}
-		require.NoError(t, err, file)
-		if doc == nil {
-			continue
-		}
-		js, err := json.Marshal(doc)
-		require.NoError(t, err)
-		docs = append(docs, js)
-	}
-}
-
-func kindOf(t *testing.T, doc []byte) string {
-	t.Helper()
-	var tm metav1.TypeMeta
-	require.NoError(t, json.Unmarshal(doc, &tm))
-	return tm.Kind
 }
 
 // TestValidationCatchesABrokenExample proves the check above can fail: a reference to an output

@@ -1,11 +1,7 @@
 package tekton
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"maps"
-	"os"
 	"slices"
 	"testing"
 
@@ -14,10 +10,10 @@ import (
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/manifest"
 )
 
 const (
@@ -28,22 +24,13 @@ const (
 // exampleDocs are the documents of file as `kubectl apply -f` reads them, each as JSON, by kind.
 func exampleDocs(t *testing.T, file string) map[string][][]byte {
 	t.Helper()
-	b, err := os.ReadFile(file)
+	docs, err := manifest.Documents(file)
 	require.NoError(t, err)
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	docs := map[string][][]byte{}
-	for {
-		var doc map[string]any
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			return docs
-		}
-		require.NoError(t, err, file)
-		js, err := sigsyaml.Marshal(doc)
-		require.NoError(t, err)
-		kind, _ := doc["kind"].(string)
-		docs[kind] = append(docs[kind], js)
+	byKind := map[string][][]byte{}
+	for _, d := range docs {
+		byKind[d.Kind] = append(byKind[d.Kind], d.JSON)
 	}
+	return byKind
 }
 
 // The catalog-style Task passes Tekton's own validation (SetDefaults, then Validate, as its

@@ -2,8 +2,6 @@ package tekton
 
 import (
 	"bytes"
-	"errors"
-	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -13,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/manifest"
 )
 
 const examplePipelineRun = "../../examples/workflows/tekton-train-pipeline.yaml"
@@ -29,18 +27,11 @@ const examplePipelineRun = "../../examples/workflows/tekton-train-pipeline.yaml"
 func TestExamplePipelineRunValidates(t *testing.T) {
 	b, err := os.ReadFile(examplePipelineRun)
 	require.NoError(t, err)
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	docs, err := manifest.Documents(examplePipelineRun)
+	require.NoError(t, err)
 	kinds := map[string]int{}
-	for {
-		var doc map[string]any
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		js, err := sigsyaml.Marshal(doc)
-		require.NoError(t, err)
-		kind, _ := doc["kind"].(string)
+	for _, d := range docs {
+		kind, js := d.Kind, d.JSON
 		kinds[kind]++
 		require.Equal(t, "PipelineRun", kind, "the example is one PipelineRun with its Pipeline inline, so that it can be created twice")
 		pr := &tektonv1.PipelineRun{}
