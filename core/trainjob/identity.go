@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -67,8 +66,6 @@ func (id Identity) hash() string {
 	return hex.EncodeToString(sum[:])
 }
 
-var nonName = regexp.MustCompile(`[^a-z0-9]+`)
-
 // MaxNameLength bounds every TrainJob name trainstep makes. The JobSet is named after the
 // TrainJob and JobSet's webhook refuses one whose pod names <jobset>-<replicatedJob>-<jobIndex>-
 // <podIndex>-xxxxx would pass 63 characters; the longest replicated job of any stock runtime of
@@ -94,7 +91,7 @@ func (id Identity) Name() string {
 }
 
 func namePrefix(key string, limit int) string {
-	prefix := strings.Trim(nonName.ReplaceAllString(strings.ToLower(key), "-"), "-")
+	prefix := strings.Trim(dashed(strings.ToLower(key)), "-")
 	prefix = strings.TrimLeft(prefix, "0123456789-")
 	for len(prefix) > limit {
 		_, rest, found := strings.Cut(prefix, "-")
@@ -110,6 +107,26 @@ func namePrefix(key string, limit int) string {
 	return prefix
 }
 
+// dashed replaces each run of characters other than a-z and 0-9 with one dash.
+func dashed(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	dash := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
+			b.WriteByte(c)
+			dash = false
+			continue
+		}
+		if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return b.String()
+}
+
 // Labels record the identity so a job can be recognised as ours.
 func (id Identity) Labels() map[string]string {
 	l := map[string]string{
@@ -123,6 +140,16 @@ func (id Identity) Labels() map[string]string {
 		l[LabelRun] = labelValue(id.Run)
 	}
 	return l
+}
+
+// carries reports whether labels hold every one of Labels: Owns without building the map, for
+// it runs on every status call of every step.
+func (id Identity) carries(l map[string]string) bool {
+	if l[LabelManagedBy] != ManagedByValue || l[LabelAttempt] != strconv.Itoa(id.Attempt) ||
+		l[LabelStep] != id.hash()[:16] || l[LabelEngine] != labelValue(id.Engine) || l[LabelOwnerUID] != labelValue(id.OwnerUID) {
+		return false
+	}
+	return id.Run == "" || l[LabelRun] == labelValue(id.Run)
 }
 
 // earlierLabels are the labels releases before Run existed (up to 1 Dec 2026) put on this step's
@@ -149,10 +176,11 @@ func (id Identity) Adopts(tj metav1.Object) bool {
 	if _, hasRun := l[LabelRun]; hasRun {
 		return false
 	}
-	for k, v := range id.earlierLabels() {
-		if l[k] != v {
-			return false
-		}
+	// The identity as an earlier release labelled it: no run (earlierLabels).
+	before := id
+	before.Run = ""
+	if !before.carries(l) {
+		return false
 	}
 	// Both times have one-second resolution (RFC 3339 in the API): a job created in the second
 	// the run started belongs to it.
@@ -166,7 +194,7 @@ func (id Identity) Annotations() map[string]string {
 
 // labelValue keeps a valid label value as it is and hashes anything else.
 func labelValue(v string) string {
-	if len(validation.IsValidLabelValue(v)) == 0 {
+	if isLabelValue(v) {
 		return v
 	}
 	sum := sha256.Sum256([]byte(v))
@@ -175,8 +203,20 @@ func labelValue(v string) string {
 
 // Owns reports whether the labels of an existing TrainJob carry this identity.
 func (id Identity) Owns(labels map[string]string) bool {
-	for k, v := range id.Labels() {
-		if labels[k] != v {
+	return id.carries(labels)
+}
+
+// isLabelValue is validation.IsValidLabelValue without its regular expression (it runs several
+// times on every status call): at most 63 characters, empty or alphanumeric at both ends with
+// alphanumerics, '-', '_' and '.' between.
+func isLabelValue(v string) bool {
+	if len(v) > validation.LabelValueMaxLength {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && ((c != '-' && c != '_' && c != '.') || i == 0 || i == len(v)-1) {
 			return false
 		}
 	}
