@@ -26,7 +26,9 @@ const ServedPrefix = "served-"
 // argoComponent is the label the workflow-controller gives its pods; "agent" marks the agent's.
 const argoComponent = "workflows.argoproj.io/component"
 
-func (s *Stack) servedPrefixes() []string { return append([]string{ServedPrefix}, s.opts.ServedPods...) }
+func (s *Stack) servedPrefixes() []string {
+	return append([]string{ServedPrefix}, s.opts.ServedPods...)
+}
 
 // Serves tells whether pod is served: kwok leaves it to the pod runner. The same test as
 // servedSelector, in Go.

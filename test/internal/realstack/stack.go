@@ -447,7 +447,7 @@ func (s *Stack) startControllers(ctx context.Context, k8sDir string) error {
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("realstack-pv-%d", i)},
 			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")},
+				Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")},
 				// ReadWriteOnce only, what kind's local-path and most default StorageClasses
 				// offer: the examples must run with nothing more.
 				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
