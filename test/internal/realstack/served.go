@@ -138,3 +138,24 @@ func (s *Stack) namespace(t testing.TB, prefix string) string {
 	}
 	return ns.Name
 }
+
+// ClaimVolume is the PersistentVolume that claim namespace/claim was bound to ("" for the one
+// claim of namespace), found from the volume's claimRef: the stack's volumes are retained, so
+// what a served pod wrote there outlives the claim, which Argo and Tekton delete with their run.
+func (s *Stack) ClaimVolume(ctx context.Context, namespace, claim string) (*corev1.PersistentVolume, error) {
+	pvs := &corev1.PersistentVolumeList{}
+	if err := s.Client.List(ctx, pvs); err != nil {
+		return nil, fmt.Errorf("listing PersistentVolumes: %w", err)
+	}
+	var found []*corev1.PersistentVolume
+	for i, pv := range pvs.Items {
+		ref := pv.Spec.ClaimRef
+		if ref != nil && ref.Namespace == namespace && (claim == "" || ref.Name == claim) {
+			found = append(found, &pvs.Items[i])
+		}
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("%d PersistentVolumes were bound to claim %q of namespace %s, want 1", len(found), claim, namespace)
+	}
+	return found[0], nil
+}

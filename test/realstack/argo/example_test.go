@@ -109,10 +109,14 @@ func TestArgoExampleRunsAsWritten(t *testing.T) {
 	assert.Contains(t, log, fmt.Sprintf("learnt w=%s with loss %s", argoharness.Output(train, "result-w"), argoharness.Output(train, "result-loss")),
 		"evaluate's log:\n%s", log)
 
-	// The workflow's ReadWriteOnce claim held what preprocess wrote.
-	claim := &corev1.PersistentVolumeClaim{}
-	require.NoError(t, stack.Client.Get(t.Context(), client.ObjectKey{Namespace: argoharness.Namespace, Name: wf.Name + "-data"}, claim))
-	assert.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, claim.Status.AccessModes)
+	// The workflow's claim (Argo deleted it with the workflow) was bound to a ReadWriteOnce
+	// volume, which holds what preprocess wrote.
+	pv, err := stack.ClaimVolume(t.Context(), argoharness.Namespace, wf.Name+"-data")
+	require.NoError(t, err)
+	assert.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, pv.Spec.AccessModes)
+	data, err := os.ReadFile(filepath.Join(pv.Spec.HostPath.Path, "train.csv"))
+	require.NoError(t, err, "preprocess wrote /data/train.csv")
+	assert.Equal(t, "x,y\n1,2\n", string(data))
 }
 
 // exampleTrain is the example's training function, in Go: w, b and loss of worker rank.

@@ -121,11 +121,14 @@ func TestTektonExampleRunsAsWritten(t *testing.T) {
 	}
 	assert.NotNil(t, metrics, "evaluate's METRICS: %v", env)
 
-	// preprocess wrote the dataset to the ReadWriteOnce claim Tekton made for the run.
-	claims := &corev1.PersistentVolumeClaimList{}
-	require.NoError(t, c.List(t.Context(), claims, client.InNamespace(ns)))
-	require.Len(t, claims.Items, 1, "one claim, from the workspace's volumeClaimTemplate")
-	assert.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, claims.Items[0].Status.AccessModes)
+	// preprocess wrote the dataset to the claim Tekton made for the run from the workspace's
+	// volumeClaimTemplate, bound to a ReadWriteOnce volume.
+	pv, err := stack.ClaimVolume(t.Context(), ns, "")
+	require.NoError(t, err)
+	assert.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, pv.Spec.AccessModes)
+	data, err := os.ReadFile(filepath.Join(pv.Spec.HostPath.Path, "train.csv"))
+	require.NoError(t, err, "preprocess wrote the dataset to the workspace")
+	assert.Equal(t, "x,y\n1,2\n2,4\n", string(data))
 }
 
 // roundTo is Python's round(v, digits) for the values here.
