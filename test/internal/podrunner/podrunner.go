@@ -474,15 +474,9 @@ func (p *PodRun) runContainer(ctx context.Context, c corev1.Container, idx int) 
 	env = append([]string{"PATH=" + strings.Join(path, ":"), "HOME=" + home, "KUBECONFIG=" + p.kube,
 		"HOSTNAME=" + p.pod.Name}, env...)
 
-	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", mountScript(mounts), "sh"}, argv...)...)
+	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", mountScript(mounts, c.WorkingDir), "sh"}, argv...)...)
 	cmd.Env = env
 	cmd.Dir = "/"
-	if c.WorkingDir != "" {
-		cmd.Dir = c.WorkingDir
-		if err := os.MkdirAll(c.WorkingDir, 0o755); err != nil {
-			return corev1.ContainerStatus{}, fmt.Errorf("pod %s/%s container %s: its workingDir: %w", p.pod.Namespace, p.pod.Name, c.Name, err)
-		}
-	}
 	cmd.SysProcAttr = containerProcAttr()
 	buf := &harnessutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
@@ -622,8 +616,9 @@ func (r *Runner) hostsFile() (string, error) {
 }
 
 // mountScript makes the bind mounts in the (new, private) mount namespace the shell runs in,
-// then execs the container's command ("$@"): its pid is the container's.
-func mountScript(ms []mount) string {
+// changes to the working directory (after the mounts: Tekton's /workspace is a volume), then
+// execs the container's command ("$@"): its pid is the container's.
+func mountScript(ms []mount, workingDir string) string {
 	var b strings.Builder
 	b.WriteString("set -e\n")
 	for _, m := range ms {
@@ -637,6 +632,9 @@ func mountScript(ms []mount) string {
 		if m.ro {
 			fmt.Fprintf(&b, "mount -o remount,bind,ro %s\n", dst)
 		}
+	}
+	if workingDir != "" {
+		fmt.Fprintf(&b, "mkdir -p %[1]s\ncd %[1]s\n", shellQuote(workingDir))
 	}
 	b.WriteString("exec \"$@\"\n")
 	return b.String()
