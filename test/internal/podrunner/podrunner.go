@@ -259,7 +259,7 @@ func (p *PodRun) Update(pod *corev1.Pod) error {
 	defer p.mu.Unlock()
 	p.latest = pod.DeepCopy()
 	if p.vols == nil {
-		return nil // not laid out yet: runContainers writes them from p.latest
+		return nil // not laid out yet (runContainers writes them from p.latest), or gone
 	}
 	return writeDownward(p.latest, p.pod.Spec.Volumes, p.vols)
 }
@@ -293,11 +293,12 @@ func (r *Runner) serviceAccountConfig(ctx context.Context, namespace, sa string)
 
 func (p *PodRun) run(ctx context.Context) {
 	defer close(p.done)
-	defer os.RemoveAll(p.dir) // Argo's emptyDirs hold a copy of argoexec (150 MB) each
 	phase, err := p.runContainers(ctx)
 	p.mu.Lock()
 	p.phase, p.err = phase, err
+	p.vols = nil // the volumes go: an Update after the end writes nothing
 	p.mu.Unlock()
+	_ = os.RemoveAll(p.dir) // Argo's emptyDirs hold a copy of argoexec (150 MB) each
 }
 
 // runContainers runs the containers and writes the status at each step a kubelet reports.
