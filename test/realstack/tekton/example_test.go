@@ -53,11 +53,11 @@ func TestTektonExampleRunsAsWritten(t *testing.T) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
 	for {
 		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+		err := dec.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
 			break
-		} else {
-			require.NoError(t, err)
 		}
+		require.NoError(t, err)
 		if len(u.Object) == 0 {
 			continue
 		}
