@@ -159,3 +159,6 @@ func (s *Stack) ClaimVolume(ctx context.Context, namespace, claim string) (*core
 	}
 	return found[0], nil
 }
+
+// TrainJobStatus tells whether the stack's Trainer runs its TrainJobStatus gate (Options).
+func (s *Stack) TrainJobStatus() bool { return s.opts.TrainJobStatus }
