@@ -52,8 +52,8 @@ func TestArgoExampleRunsAsWritten(t *testing.T) {
 	// `argo submit` creates the Workflow in the namespace; its generateName picks the name.
 	wf := &wfv1.Workflow{}
 	require.NoError(t, yaml.UnmarshalStrict(b, wf), "the example is one Workflow")
-	require.True(t, strings.HasPrefix(exampleServedPods[0], argoharness.Namespace+"/"+wf.GenerateName),
-		"the suite serves the pods of the example's workflows: %v vs generateName %s", exampleServedPods, wf.GenerateName)
+	require.Equal(t, argoharness.Namespace+"/"+wf.GenerateName, exampleServedPods()[0],
+		"the suite serves the pods of the example's workflows (generateName %s)", wf.GenerateName)
 	wf = harness.Submit(t, string(b))
 	harness.RunAgent(t, wf.Name, exampleTimeout)
 	got := harness.WaitPhase(t, wf.Name, exampleTimeout)

@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true, ServedPods: exampleServedPods}, setUp))
+	os.Exit(realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true, ServedPods: exampleServedPods()}, setUp))
 }
 
 // exampleServedPods are the pods of the Argo example's workflows (generateName train-dag-) and
@@ -47,7 +47,9 @@ func TestMain(m *testing.M) {
 // (train-dag-x7k2p.train), whose first segment goes to fit step.MaxNamePrefix
 // (dag-x7k2p-train-…). They run through the suite's pod runner (served), every other pod of the
 // suite on kwok.
-var exampleServedPods = []string{argoharness.Namespace + "/train-dag-", argoharness.Namespace + "/dag-"}
+func exampleServedPods() []string {
+	return []string{argoharness.Namespace + "/train-dag-", argoharness.Namespace + "/dag-"}
+}
 
 // setUp makes the stack a MultiKueue manager (Kueue manages only TrainJobs with a queue label)
 // with a worker stack of its own, and starts Argo on it.
