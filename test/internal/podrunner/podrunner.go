@@ -99,6 +99,7 @@ type Runner struct {
 
 	mu     sync.Mutex
 	logs   map[string]*harnessutil.SyncBuffer // "pod <ns>/<name> <container>" → its output
+	ends   map[string]string                  // the same keys → how the container ended
 	order  []string
 	saCfgs map[string]*rest.Config
 }
@@ -114,7 +115,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the pods' directory: %w", err)
 	}
-	r := &Runner{opts: opts, dir: dir, logs: map[string]*harnessutil.SyncBuffer{}, saCfgs: map[string]*rest.Config{}}
+	r := &Runner{opts: opts, dir: dir, logs: map[string]*harnessutil.SyncBuffer{}, ends: map[string]string{}, saCfgs: map[string]*rest.Config{}}
 	for _, im := range opts.Images {
 		if im.Python {
 			if err := r.findPython(ctx); err != nil {
@@ -172,9 +173,12 @@ func (r *Runner) DumpLogs(w io.Writer, lines int) {
 	r.mu.Unlock()
 	for _, k := range keys {
 		r.mu.Lock()
-		s := r.logs[k].String()
+		s, end := r.logs[k].String(), r.ends[k]
 		r.mu.Unlock()
-		fmt.Fprintf(w, "----- %s -----\n%s\n", k, Tail(s, lines))
+		if end == "" {
+			end = "running"
+		}
+		fmt.Fprintf(w, "----- %s (%s) -----\n%s\n", k, end, Tail(s, lines))
 	}
 }
 
@@ -520,6 +524,10 @@ func (p *PodRun) runContainer(ctx context.Context, c corev1.Container, idx int) 
 	if len(msg) > 4096 { // the kubelet's limit
 		msg = msg[len(msg)-4096:]
 	}
+	p.r.mu.Lock()
+	p.r.ends[key] = fmt.Sprintf("exit code %d after %s, termination message %q", code,
+		time.Since(started.Time).Round(time.Millisecond), Tail(string(msg), 3))
+	p.r.mu.Unlock()
 	s := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: c.Image, Started: ptrTo(false),
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: code, Reason: reason, Message: string(msg), StartedAt: started, FinishedAt: metav1.Now()}}}
