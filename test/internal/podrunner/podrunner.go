@@ -12,7 +12,8 @@
 //     secret, downwardAPI and projected volumes as files (a ServiceAccount token from the
 //     TokenRequest API, bound to the pod); downward API files follow the pod's labels and
 //     annotations as they change (Tekton's steps wait for the tekton.dev/ready annotation);
-//   - /tmp is the container's own unless a volume is mounted there;
+//   - /tmp is the container's own unless a volume is mounted there, and so is its working
+//     directory when it names none (/ is the host's, shared by every pod);
 //   - the termination message path is a file of the container's, read back into its status;
 //   - /etc/hosts has Options.Hosts added, when there are any;
 //   - the binaries an image is known to hold (Options.Images) are bind-mounted at their paths.
@@ -479,7 +480,14 @@ func (p *PodRun) runContainer(ctx context.Context, c corev1.Container, idx int) 
 	env = append([]string{"PATH=" + strings.Join(path, ":"), "HOME=" + home, "KUBECONFIG=" + p.kube,
 		"HOSTNAME=" + p.pod.Name}, env...)
 
-	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", mountScript(mounts, c.WorkingDir), "sh"}, argv...)...)
+	// A container's / is its own image's; here / is the host's, shared by every pod. So a
+	// container that names no working directory starts in one of its own: the files it writes by
+	// a relative path (trainstep's script writes its program so) are not another pod's.
+	wd := c.WorkingDir
+	if wd == "" {
+		wd = filepath.Join(ctrDir, "root")
+	}
+	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", mountScript(mounts, wd), "sh"}, argv...)...)
 	cmd.Env = env
 	cmd.Dir = "/"
 	cmd.SysProcAttr = containerProcAttr()
