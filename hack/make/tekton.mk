@@ -6,5 +6,5 @@ export TEKTON_ASSETS := $(CACHE_DIR)/tekton/$(TEKTON_VERSION)
 TEST_ASSETS += tekton-controller
 
 .PHONY: tekton-controller
-tekton-controller: ## Tekton's pipelines controller, for test/e2e/tekton
+tekton-controller: ## Tekton's pipelines controller and entrypoint, for test/e2e/tekton and test/realstack/tekton
 	bash hack/build-tekton.sh "$(TEKTON_ASSETS)" $(TEKTON_VERSION)

@@ -39,6 +39,7 @@ import (
 
 	"github.com/trainstep/trainstep/test/internal/harnessutil"
 	"github.com/trainstep/trainstep/test/internal/kubeconfig"
+	"github.com/trainstep/trainstep/test/internal/podrunner"
 )
 
 // Namespace is where Argo's controller, the workflows and the plugin live (the manifests' own).
@@ -69,6 +70,11 @@ type Options struct {
 	ServiceAccountConfig func(ctx context.Context, name string) (*rest.Config, error)
 	// ReadyTimeout bounds the wait for the plugin's /readyz.
 	ReadyTimeout time.Duration
+	// Images are what the images of the pods the harness runs hold (podrunner.Image), besides
+	// argoexec, which every container finds on PATH.
+	Images []podrunner.Image
+	// Hosts are /etc/hosts entries every pod the harness runs sees (podrunner.Options.Hosts).
+	Hosts map[string]string
 	// RequeueTime is the workflow-controller's DEFAULT_REQUEUE_TIME and so the agent's
 	// ARGO_AGENT_PATCH_RATE: how often the agent writes plugin replies into the WorkflowTaskSet.
 	// Argo's default is 10s; the harness's is 1s, so its tests wait less.
@@ -99,12 +105,9 @@ type Harness struct {
 	pids       map[string]int
 	done       []chan struct{}
 
-	// For pods run as processes (podrunner.go): a watching client, the ServiceAccount configs
-	// (cached by name) and the pods' directories.
-	watcher  client.WithWatch
-	saConfig func(ctx context.Context, name string) (*rest.Config, error)
-	saCfgs   map[string]*rest.Config
-	podsDir  string
+	// Pods runs pods as local processes (podrunner.go), as ServiceAccounts of Namespace, with
+	// argoexec on PATH and the images of Options.Images.
+	Pods *podrunner.Runner
 }
 
 // AssetsDir returns ARGO_ASSETS after checking that it holds what the harness runs.
@@ -178,13 +181,20 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 	}
 	procCtx, cancel := context.WithCancel(context.Background())
 	h := &Harness{Client: c, Assets: assets, procCtx: procCtx, cancel: cancel, logs: map[string]*harnessutil.SyncBuffer{}, pids: map[string]int{},
-		saConfig: opts.ServiceAccountConfig, saCfgs: map[string]*rest.Config{}, opts: opts}
+		opts: opts}
 	defer func() {
 		if err != nil {
 			h.Stop()
 		}
 	}()
-	if h.watcher, err = client.NewWithWatch(opts.Config, client.Options{Scheme: opts.Scheme}); err != nil {
+	watcher, err := client.NewWithWatch(opts.Config, client.Options{Scheme: opts.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	if h.Pods, err = podrunner.New(ctx, podrunner.Options{Client: watcher, Path: []string{assets}, Images: opts.Images, Hosts: opts.Hosts,
+		ServiceAccountConfig: func(ctx context.Context, _, name string) (*rest.Config, error) {
+			return opts.ServiceAccountConfig(ctx, name) // every pod the harness runs is in Namespace
+		}}); err != nil {
 		return nil, err
 	}
 	// The wait for another Argo suite is not the suite's set-up: three suites share the lock
@@ -366,11 +376,8 @@ func (h *Harness) Stop() {
 	if h.workdir != "" {
 		_ = os.RemoveAll(h.workdir)
 	}
-	h.mu.Lock()
-	pods := h.podsDir
-	h.mu.Unlock()
-	if pods != "" {
-		_ = os.RemoveAll(pods)
+	if h.Pods != nil {
+		_ = h.Pods.Close()
 	}
 	if h.lock != nil { // the token is another suite's while it holds the lock
 		if err := os.RemoveAll(TokenDir); err != nil {
@@ -391,6 +398,9 @@ func (h *Harness) DumpLogs(w io.Writer) {
 	sort.Strings(names)
 	for _, n := range names {
 		fmt.Fprintf(w, "----- %s -----\n%s\n", n, tail(h.log(n), 60))
+	}
+	if h.Pods != nil {
+		h.Pods.DumpLogs(w, 60)
 	}
 }
 

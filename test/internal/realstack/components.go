@@ -13,12 +13,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -381,28 +378,11 @@ func (s *Stack) apply(ctx context.Context, o *unstructured.Unstructured) error {
 
 // Namespace creates a namespace for this test alone and deletes it when the test ends; the
 // namespace controller then deletes what the test left in it. It waits for the default
-// ServiceAccount, without which no pod is admitted.
+// ServiceAccount, without which no pod is admitted. kwok plays the kubelet of its pods
+// (ServedNamespace makes one whose pods really run).
 func (s *Stack) Namespace(t testing.TB) string {
 	t.Helper()
-	ctx := t.Context()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: namespacePrefix(t.Name())}}
-	if err := s.Client.Create(ctx, ns); err != nil {
-		t.Fatalf("creating a namespace for %s: %v", t.Name(), err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := client.IgnoreNotFound(s.Client.Delete(ctx, ns)); err != nil {
-			t.Errorf("deleting namespace %s: %v", ns.Name, err)
-		}
-	})
-	if err := waitFor(ctx, nil, "ServiceAccount "+ns.Name+"/default", func(ctx context.Context) (bool, error) {
-		err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
-		return err == nil, err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return s.namespace(t, namespacePrefix(t.Name()))
 }
 
 var notDNSLabel = regexp.MustCompile(`[^a-z0-9-]+`)

@@ -101,6 +101,7 @@ type Stack struct {
 	KeepLogs bool
 
 	dir         string
+	pvDir       string // the hostPath PersistentVolumes' directories
 	procs       []*process
 	pki         *pki
 	managers    managerPorts // the JobSet and Trainer managers' ports, kept across an upgrade
@@ -227,6 +228,9 @@ func (s *Stack) Stop() error {
 			}
 		}
 		s.stopErr = errors.Join(errs...)
+		if s.pvDir != "" {
+			_ = os.RemoveAll(s.pvDir)
+		}
 		if s.KeepLogs || os.Getenv("KEEP_REALSTACK") != "" {
 			fmt.Fprintf(os.Stderr, "realstack: logs kept in %s\n", s.LogDir)
 			return
@@ -432,15 +436,24 @@ func (s *Stack) startControllers(ctx context.Context, k8sDir string) error {
 	); err != nil {
 		return err
 	}
+	// Not under the stack's directory in /tmp: a served pod's containers get a /tmp of their own
+	// (test/internal/podrunner), which would hide the volume's directory.
+	pvDir, err := os.MkdirTemp("/var/tmp", "trainstep-realstack-pv-")
+	if err != nil {
+		return fmt.Errorf("creating the PersistentVolumes' directory: %w", err)
+	}
+	s.pvDir = pvDir
 	for i := range PVCount {
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("realstack-pv-%d", i)},
 			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany},
+				Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")},
+				// ReadWriteOnce only, what kind's local-path and most default StorageClasses
+				// offer: the examples must run with nothing more.
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 				PersistentVolumeSource: corev1.PersistentVolumeSource{
-					HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(s.dir, "pv", strconv.Itoa(i))},
+					HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(s.pvDir, strconv.Itoa(i))},
 				},
 			},
 		}
@@ -483,7 +496,13 @@ func (s *Stack) startKwok(ctx context.Context, port int) error {
 				return err
 			}
 		}
-		docs = append(docs, string(data))
+		doc := string(data)
+		if strings.Contains(doc, "kind: Pod\n") && !strings.HasSuffix(f, "/pod-delete.yaml") {
+			if doc, err = s.leaveServedPodsAlone(doc); err != nil {
+				return err
+			}
+		}
+		docs = append(docs, doc)
 	}
 	ours, err := fs.Glob(repoStages, "stages/*.yaml")
 	if err != nil {
@@ -494,7 +513,11 @@ func (s *Stack) startKwok(ctx context.Context, port int) error {
 		if err != nil {
 			return err
 		}
-		docs = append(docs, string(data))
+		doc, err := s.leaveServedPodsAlone(string(data))
+		if err != nil {
+			return err
+		}
+		docs = append(docs, doc)
 	}
 	docs = append(docs, fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
 kind: ClusterLogs

@@ -37,6 +37,10 @@ type Options struct {
 	// then injects KUBEFLOW_TRAINER_SERVER_URL, _CA_CERT and _TOKEN into every trainer container
 	// and runs its status server, which writes status.trainerStatus from what a pod posts.
 	TrainJobStatus bool
+	// ServedPods are more "<namespace>/<name>" prefixes of served pods (served.go), for a suite
+	// whose engine works in a fixed namespace: "argo/train-dag-" serves the pods of the Argo
+	// example's workflows (and of their TrainJobs, named after the workflow's nodes).
+	ServedPods []string
 }
 
 // What the Trainer's status server is, as the module's manager config names it.

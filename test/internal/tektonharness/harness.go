@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/test/internal/harnessutil"
+	"github.com/trainstep/trainstep/test/internal/podrunner"
 )
 
 // SystemNamespace is where Tekton's config lives.
@@ -42,6 +43,45 @@ func ControllerBinary() (string, error) {
 		return "", fmt.Errorf("TEKTON_ASSETS=%s has no tekton-controller (%w): run `make test-assets` to build it", dir, err)
 	}
 	return bin, nil
+}
+
+// The images Tekton's controller is told to put in pods (its -*-image flags). Never pulled: a
+// pod runner maps them to local binaries (PodImages).
+const (
+	EntrypointImage = "x/entrypoint"
+	NopImage        = "x/nop"
+	ShellImage      = "x/busybox"
+)
+
+// EntrypointBinary is Tekton's entrypoint, built beside the controller by `make test-assets`
+// (hack/build-tekton.sh).
+func EntrypointBinary() (string, error) {
+	ctl, err := ControllerBinary()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(filepath.Dir(ctl), "tekton-entrypoint")
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("TEKTON_ASSETS has no tekton-entrypoint (%w): run `make test-assets` to build it", err)
+	}
+	return bin, nil
+}
+
+// PodImages say what the images Tekton's controller puts in a TaskRun's pod hold, for a pod
+// runner (test/internal/podrunner): the entrypoint image's /ko-app/entrypoint (the prepare init
+// container copies it into the pod, every step runs under it) is the built entrypoint; the nop
+// image, which the affinity assistant's pod runs with tekton_run_indefinitely, waits until
+// stopped; the shell image's sh (the place-scripts init container) is the host's.
+func PodImages() ([]podrunner.Image, error) {
+	bin, err := EntrypointBinary()
+	if err != nil {
+		return nil, err
+	}
+	return []podrunner.Image{
+		{Prefix: EntrypointImage, Files: map[string]string{"/ko-app/entrypoint": bin}},
+		{Prefix: NopImage, Entrypoint: []string{"sh", "-c", `trap "exit 0" TERM; while :; do sleep 1; done`, "nop"}},
+		{Prefix: ShellImage},
+	}, nil
 }
 
 // ModuleDir is the directory whose config/ holds the CRDs and config-*.yaml (feature flags among
@@ -87,7 +127,8 @@ type Controller struct {
 // Start applies Tekton's namespace and config-*.yaml ConfigMaps, then runs Tekton's controller
 // as its Deployment would (docs/testing.md), on free ports for its probes, profiling and
 // metrics servers so that two suites can run at once. The image flags must be set but are never
-// pulled (no kubelet, and custom tasks need no pods). Tekton's CRDs must be installed.
+// pulled: where TaskRun pods run, a pod runner maps them to local binaries (PodImages). Tekton's
+// CRDs must be installed.
 func Start(ctx context.Context, opts Options) (*Controller, error) {
 	bin, err := ControllerBinary()
 	if err != nil {
@@ -109,8 +150,8 @@ func Start(ctx context.Context, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c.cmd = exec.Command(bin, "-kubeconfig", opts.Kubeconfig,
-		"-entrypoint-image", "x/entrypoint", "-nop-image", "x/nop", "-sidecarlogresults-image", "x/slr",
-		"-workingdirinit-image", "x/wdi", "-shell-image", "x/busybox", "-shell-image-win", "x/pwsh")
+		"-entrypoint-image", EntrypointImage, "-nop-image", NopImage, "-sidecarlogresults-image", "x/slr",
+		"-workingdirinit-image", "x/wdi", "-shell-image", ShellImage, "-shell-image-win", "x/pwsh")
 	c.cmd.Env = append(os.Environ(),
 		"SYSTEM_NAMESPACE="+SystemNamespace, "KUBERNETES_MIN_VERSION=v1.28.0",
 		"CONFIG_DEFAULTS_NAME=config-defaults", "CONFIG_LOGGING_NAME=config-logging",

@@ -38,10 +38,12 @@ func TestEveryTrainerKindSucceedsThroughTheRealTrainer(t *testing.T) {
 		fmt.Fprintf(&templates, "    - name: %s\n      plugin:\n        trainstep:\n          key: \"{{node.name}}\"\n          %s\n",
 			name, strings.ReplaceAll(step, "\n", "\n          "))
 	}
+	// Not the example's train-dag-: this suite serves that workflow's pods and its TrainJobs'
+	// (exampleServedPods), and these trainers' pods are kwok's.
 	wf := harness.Submit(t, `
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
-metadata: {generateName: train-dag-}
+metadata: {generateName: every-kind-}
 spec:
   entrypoint: main
   serviceAccountName: trainstep-workflow

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/trainstep/trainstep/test/internal/argoharness"
+	"github.com/trainstep/trainstep/test/internal/podrunner"
 	"github.com/trainstep/trainstep/test/internal/realstack"
 )
 
@@ -25,6 +26,8 @@ var (
 	harness *argoharness.Harness
 	// worker is the MultiKueue worker stack the suite's stack, its manager, dispatches to.
 	worker *realstack.Stack
+	// served runs the served pods of the suite (exampleServedPods) as local processes.
+	served *podrunner.Watch
 )
 
 // tokenSeconds is how long the ServiceAccount tokens live: longer than the suite.
@@ -36,7 +39,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true}, setUp))
+	os.Exit(realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true, ServedPods: exampleServedPods()}, setUp))
+}
+
+// exampleServedPods are the pods of the Argo example's workflows (generateName train-dag-) and
+// of their TrainJobs: trainstep names a TrainJob after its step key, "{{node.name}}" there
+// (train-dag-x7k2p.train), whose first segment goes to fit step.MaxNamePrefix
+// (dag-x7k2p-train-…). They run through the suite's pod runner (served), every other pod of the
+// suite on kwok.
+func exampleServedPods() []string {
+	return []string{argoharness.Namespace + "/train-dag-", argoharness.Namespace + "/dag-"}
 }
 
 // setUp makes the stack a MultiKueue manager (Kueue manages only TrainJobs with a queue label)
@@ -59,8 +71,12 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	if err := s.InstallCRDs(ctx, filepath.Join(argoharness.CRDDir(assets), "*.yaml")); err != nil {
 		return nil, err
 	}
+	podOpts, err := s.PodRunnerOptions()
+	if err != nil {
+		return nil, err
+	}
 	harness, err = argoharness.Start(ctx, argoharness.Options{
-		Kubeconfig: s.Kubeconfig, Config: s.Config, Scheme: s.Scheme,
+		Kubeconfig: s.Kubeconfig, Config: s.Config, Scheme: s.Scheme, Images: podOpts.Images, Hosts: podOpts.Hosts,
 		ServiceAccountConfig: func(ctx context.Context, sa string) (*rest.Config, error) {
 			return s.ServiceAccountConfig(ctx, argoharness.Namespace, sa, tokenSeconds)
 		},
@@ -68,7 +84,13 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The served pods (realstack.Stack.Serves) run through the harness's pod runner, with
+	// argoexec and python on their PATH, as ServiceAccounts of the argo namespace.
+	served = s.ServePods(context.WithoutCancel(ctx), harness.Pods)
 	return func() {
+		if err := served.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "running the served pods:", err)
+		}
 		harness.Stop()
 		stopWorker()
 	}, nil

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/plugin/tekton"
+	"github.com/trainstep/trainstep/test/internal/podrunner"
 	"github.com/trainstep/trainstep/test/internal/realstack"
 	"github.com/trainstep/trainstep/test/internal/tektonharness"
 )
@@ -28,6 +29,10 @@ var (
 	stack     *realstack.Stack
 	c         client.Client // admin, knows the CustomRun types
 	tektonCtl *tektonharness.Controller
+	// pods runs the pods of served namespaces (stack.ServedNamespace) as local processes: TaskRun
+	// pods with Tekton's entrypoint, the TrainJobs' pods with the host's python.
+	pods   *podrunner.Runner
+	served *podrunner.Watch
 )
 
 // trainstep's controller runs as the ServiceAccount manifests/tekton creates.
@@ -39,7 +44,7 @@ const (
 
 func TestMain(m *testing.M) {
 	// Missing Tekton assets fail the suite before the stack starts, never skip it.
-	if _, err := tektonharness.ControllerBinary(); err != nil {
+	if _, err := tektonharness.EntrypointBinary(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -64,11 +69,28 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	if tektonCtl, err = tektonharness.Start(ctx, tektonharness.Options{Kubeconfig: s.Kubeconfig, Client: c, ModuleDir: moduleDir}); err != nil {
 		return nil, err
 	}
+	podOpts, err := s.PodRunnerOptions()
+	if err != nil {
+		return nil, err
+	}
+	images, err := tektonharness.PodImages()
+	if err != nil {
+		return nil, err
+	}
+	podOpts.Images = append(podOpts.Images, images...)
+	if pods, err = podrunner.New(ctx, podOpts); err != nil {
+		return nil, err
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
+	served = s.ServePods(runCtx, pods)
 	stopped := make(chan struct{})
 	tearDown := func() {
 		cancel()
 		<-stopped
+		if err := served.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "running the served pods:", err)
+		}
+		_ = pods.Close()
 		tektonCtl.Stop()
 	}
 	defer func() {
@@ -106,11 +128,20 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	return tearDown, nil
 }
 
-// dumpOnFailure shows the end of Tekton's log when the test failed.
+// dumpOnFailure shows the end of Tekton's log, and of every served pod's containers, when the
+// test failed.
 func dumpOnFailure(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("Tekton controller log (end):\n%s", tektonCtl.LogTail(8000))
+			var b strings.Builder
+			pods.DumpLogs(&b, 40)
+			if err := served.Err(); err != nil {
+				fmt.Fprintf(&b, "running the served pods: %v\n", err)
+			}
+			if b.Len() > 0 {
+				t.Logf("served pods:\n%s", b.String())
+			}
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package argoharness
+package podrunner
 
 import "syscall"
 

@@ -1,9 +1,9 @@
 //go:build !linux
 
-package argoharness
+package podrunner
 
 import "syscall"
 
 // containerProcAttr: mount namespaces are Linux's; elsewhere the pod's bind mounts fail, and
-// RunPod with them (argoexec needs root and /var/run/argo anyway).
+// RunPod with them.
 func containerProcAttr() *syscall.SysProcAttr { return nil }
