@@ -143,9 +143,11 @@ func RunWithExecutor(m *testing.M, s **Stack, bin *string, opts Options, setUp S
 }
 
 // BuildExecutor builds the executor of this tree into a temporary directory, for a suite's
-// TestMain; remove deletes it once the suite is done.
+// TestMain; remove deletes it once the suite is done. Not under /tmp: a pod the pod runner runs
+// has a /tmp of its own, which would hide the binary it mounts as the trainstep image's
+// /executor.
 func BuildExecutor() (bin string, remove func(), err error) {
-	dir, err := os.MkdirTemp("", "trainstep-executor-")
+	dir, err := os.MkdirTemp("/var/tmp", "trainstep-executor-")
 	if err != nil {
 		return "", nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/trainstep/trainstep/internal/release"
 	"github.com/trainstep/trainstep/test/internal/argoharness"
 	"github.com/trainstep/trainstep/test/internal/podrunner"
 	"github.com/trainstep/trainstep/test/internal/realstack"
@@ -48,7 +49,9 @@ func TestMain(m *testing.M) {
 // (dag-x7k2p-train-…). They run through the suite's pod runner (served), every other pod of the
 // suite on kwok.
 func exampleServedPods() []string {
-	return []string{argoharness.Namespace + "/train-dag-", argoharness.Namespace + "/dag-"}
+	return []string{argoharness.Namespace + "/train-dag-", argoharness.Namespace + "/dag-",
+		// examples/workflows/argo-container-step.yaml: its workflows, and its TrainJobs (namePrefix recipe-).
+		argoharness.Namespace + "/" + containerStepWorkflow + "-", argoharness.Namespace + "/recipe-"}
 }
 
 // setUp makes the stack a MultiKueue manager (Kueue manages only TrainJobs with a queue label)
@@ -75,6 +78,18 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The trainstep image of the container recipe (examples/workflows/argo-container-step.yaml)
+	// holds this tree's executor at /executor, as the image make image builds.
+	bin, removeBin, err := realstack.BuildExecutor()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			removeBin()
+		}
+	}()
+	podOpts.Images = append(podOpts.Images, podrunner.Image{Prefix: release.DevImage, Files: map[string]string{"/executor": bin}})
 	harness, err = argoharness.Start(ctx, argoharness.Options{
 		Kubeconfig: s.Kubeconfig, Config: s.Config, Scheme: s.Scheme, Images: podOpts.Images, Hosts: podOpts.Hosts,
 		ServiceAccountConfig: func(ctx context.Context, sa string) (*rest.Config, error) {
@@ -93,5 +108,6 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 		}
 		harness.Stop()
 		stopWorker()
+		removeBin()
 	}, nil
 }

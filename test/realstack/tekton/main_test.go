@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/internal/release"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/test/internal/podrunner"
 	"github.com/trainstep/trainstep/test/internal/realstack"
@@ -48,7 +49,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true}, setUp))
+	os.Exit(realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true, ServedPods: catalogTaskServedPods()}, setUp))
 }
 
 func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
@@ -78,7 +79,15 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 		return nil, err
 	}
 	podOpts.Images = append(podOpts.Images, images...)
+	// The trainstep image of the catalog-style Task (examples/workflows/tekton-train-task.yaml)
+	// holds this tree's executor at /executor, as the image make image builds.
+	bin, removeBin, err := realstack.BuildExecutor()
+	if err != nil {
+		return nil, err
+	}
+	podOpts.Images = append(podOpts.Images, podrunner.Image{Prefix: release.DevImage, Files: map[string]string{"/executor": bin}})
 	if pods, err = podrunner.New(ctx, podOpts); err != nil {
+		removeBin()
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -91,6 +100,7 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 			fmt.Fprintln(os.Stderr, "running the served pods:", err)
 		}
 		_ = pods.Close()
+		removeBin()
 		tektonCtl.Stop()
 	}
 	defer func() {
