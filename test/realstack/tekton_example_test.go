@@ -3,14 +3,13 @@ package realstack_test
 import (
 	"context"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/trainstep/trainstep/test/internal/examples"
 	"github.com/trainstep/trainstep/test/internal/podrunner"
 	"github.com/trainstep/trainstep/test/internal/realstack"
 	"github.com/trainstep/trainstep/test/internal/tektonharness"
@@ -27,9 +26,9 @@ func TestTektonExampleRunsWithTheGateOff(t *testing.T) {
 	const file = "../../examples/workflows/tekton-train-pipeline.yaml"
 	b, err := os.ReadFile(file)
 	require.NoError(t, err)
-	m := regexp.MustCompile(`Needs: Kubeflow Trainer v2\.(\d+)`).FindSubmatch(b)
-	require.NotNil(t, m, "%s: the header says which Kubeflow Trainer release it needs", file)
-	if needs, _ := strconv.Atoi(string(m[1])); minorOf(trainerRelease(t)) < needs {
+	needs, ok := examples.NeedsTrainerMinor(b)
+	require.True(t, ok, "%s: the header says which Kubeflow Trainer release it needs", file)
+	if minorOf(trainerRelease(t)) < needs {
 		// An older release has no XGBoost runtime: the step is refused; its own suites cover that.
 		realstack.Lacks(t, "Trainer %s is older than the v2.%d the Tekton example says it needs: not run", trainerRelease(t), needs)
 		return

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/internal/manifest"
 	"github.com/trainstep/trainstep/internal/release"
 )
 
@@ -92,8 +92,6 @@ func applyKustomization(t *testing.T, face string) {
 	require.NoError(t, err)
 	objs := decode(t, stream)
 	require.NotEmpty(t, objs)
-	for _, u := range objs {
-		require.NoError(t, c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubectl"), client.ForceOwnership),
-			"applying %s %s", u.GetKind(), u.GetName())
-	}
+	_, err = manifest.Apply(t.Context(), c, objs, "")
+	require.NoError(t, err)
 }

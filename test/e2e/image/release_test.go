@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/manifest"
 	"github.com/trainstep/trainstep/internal/version"
 	"github.com/trainstep/trainstep/plugin/argo"
 	"github.com/trainstep/trainstep/plugin/tekton"
@@ -82,10 +83,8 @@ func objects(t *testing.T, file string) []*unstructured.Unstructured {
 func install(t *testing.T, face string) []*unstructured.Unstructured {
 	t.Helper()
 	objs := objects(t, filepath.Join(dist, "install-"+face+".yaml"))
-	for _, u := range objs {
-		require.NoError(t, c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubectl"), client.ForceOwnership),
-			"applying %s %s", u.GetKind(), u.GetName())
-	}
+	_, err := manifest.Apply(t.Context(), c, objs, "")
+	require.NoError(t, err)
 	return objs
 }
 

@@ -104,11 +104,11 @@ func Parse(name string, b []byte) (Step, error) {
 	// Phrases may wrap across comment lines: match them in the comment as one line.
 	text := strings.Join(comment, " ")
 	text = strings.Join(strings.Fields(strings.ReplaceAll(text, "#", " ")), " ")
-	m := needsTrainer.FindStringSubmatch(text)
-	if m == nil {
+	minor, ok := needsTrainerMinor(text)
+	if !ok {
 		return Step{}, fmt.Errorf("%s: the header does not say which Kubeflow Trainer release it needs: add \"Needs: Kubeflow Trainer v2.N or later\"", name)
 	}
-	s.NeedsMinor, _ = strconv.Atoi(m[1])
+	s.NeedsMinor = minor
 	if q := needsQueue.FindStringSubmatch(text); q != nil {
 		s.LocalQueue = strings.Trim(q[1], "`,.")
 	}
@@ -116,6 +116,28 @@ func Parse(name string, b []byte) (Step, error) {
 		return Step{}, fmt.Errorf("%s: the header has no command that runs it: add a line \"#   executor run -f examples/steps/%s\"", name, name)
 	}
 	return s, nil
+}
+
+// NeedsTrainerMinor is the Trainer minor release (v2.N) the header of an example file of any
+// kind says it needs ("Kubeflow Trainer v2.N or later"), and whether it says so.
+func NeedsTrainerMinor(file []byte) (int, bool) {
+	var comment []string
+	for line := range strings.Lines(string(file)) {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		comment = append(comment, line)
+	}
+	return needsTrainerMinor(strings.Join(strings.Fields(strings.ReplaceAll(strings.Join(comment, " "), "#", " ")), " "))
+}
+
+func needsTrainerMinor(header string) (int, bool) {
+	m := needsTrainer.FindStringSubmatch(header)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	return n, err == nil
 }
 
 // secretOf is the Secret of `kubectl create secret generic NAME --from-literal=K=V …`.

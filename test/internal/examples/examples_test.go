@@ -78,3 +78,19 @@ func TestEveryStepExampleHasAHeaderToFollow(t *testing.T) {
 	// The conformance suite runs these; with none, its test would pass having run nothing.
 	assert.Positive(t, queued, "no step example needs a Kueue LocalQueue")
 }
+
+func TestNeedsTrainerMinor(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want int
+		ok   bool
+	}{
+		{"# Needs: Kubeflow Trainer v2.2 or later with its runtimes\napiVersion: v1\n", 2, true},
+		{"# Needs: Kubeflow Trainer\n# v2.10.1 or later\n", 10, true},
+		{"# Needs: a cluster\nkind: X\n# Kubeflow Trainer v2.2 or later\n", 0, false},
+	} {
+		got, ok := NeedsTrainerMinor([]byte(tc.file))
+		assert.Equal(t, tc.ok, ok, tc.file)
+		assert.Equal(t, tc.want, got, tc.file)
+	}
+}

@@ -15,6 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trainstep/trainstep/test/internal/harnessutil"
+
+	"github.com/trainstep/trainstep/internal/release"
+	"github.com/trainstep/trainstep/test/internal/podrunner"
 )
 
 // Executor is the real `executor run` against a stack, started in the background the way a
@@ -157,4 +160,15 @@ func BuildExecutor() (bin string, remove func(), err error) {
 		return "", nil, fmt.Errorf("building the executor: %w\n%s", err, out)
 	}
 	return bin, func() { _ = os.RemoveAll(dir) }, nil
+}
+
+// TrainstepImage builds this tree's executor and returns the pod runner's view of the trainstep
+// image (release.DevImage, what make image builds and the manifests and examples name): the
+// executor at /executor. remove deletes the build once the suite is done.
+func TrainstepImage() (image podrunner.Image, remove func(), err error) {
+	bin, remove, err := BuildExecutor()
+	if err != nil {
+		return podrunner.Image{}, nil, err
+	}
+	return podrunner.Image{Prefix: release.DevImage, Files: map[string]string{"/executor": bin}}, remove, nil
 }

@@ -1,11 +1,8 @@
 package tektonharness
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,10 +17,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/manifest"
 	"github.com/trainstep/trainstep/test/internal/podrunner"
 	"github.com/trainstep/trainstep/test/internal/realstack"
 )
@@ -57,18 +54,10 @@ func RunExample(t *testing.T, c client.Client, stack *realstack.Stack, pods *pod
 	require.True(t, kubectlCreate.Match(b), "the example's header must say how to run it (kubectl create -f …)")
 	ns := stack.ServedNamespace(t)
 
+	objs, err := manifest.Objects(filepath.Join(strings.TrimSpace(string(root)), "examples", "workflows", "tekton-train-pipeline.yaml"))
+	require.NoError(t, err)
 	var name string
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		err := dec.Decode(&u.Object)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, u := range objs {
 		u.SetNamespace(ns)
 		require.NoError(t, c.Create(t.Context(), u), "creating %s %s%s", u.GetKind(), u.GetName(), u.GetGenerateName())
 		if u.GetKind() == "PipelineRun" {
@@ -79,14 +68,7 @@ func RunExample(t *testing.T, c client.Client, stack *realstack.Stack, pods *pod
 	pr := WaitPipelineRun(t, c, ns, name, "True", "Succeeded", ExampleTimeout)
 
 	// The Pipeline's results are the train task's: the function's return value on rank 0.
-	results := map[string]string{}
-	rs, _, _ := unstructured.NestedSlice(pr.Object, "status", "results")
-	for _, r := range rs {
-		m, _ := r.(map[string]any)
-		n, _ := m["name"].(string)
-		v, _ := m["value"].(string)
-		results[n] = v
-	}
+	results := Results(pr)
 	const epochs = 300 // the PipelineRun's param
 	wantLoss := fmt.Sprint(roundTo(1.0/epochs, 4))
 	tj := results["trainjob"]
@@ -150,6 +132,19 @@ func RunExample(t *testing.T, c client.Client, stack *realstack.Stack, pods *pod
 	data, err := os.ReadFile(filepath.Join(pv.Spec.HostPath.Path, "train.csv"))
 	require.NoError(t, err, "preprocess wrote the dataset to the workspace")
 	assert.Equal(t, "x,y\n1,2\n2,4\n", string(data))
+}
+
+// Results are the results of a TaskRun or PipelineRun (status.results), by name.
+func Results(run *unstructured.Unstructured) map[string]string {
+	results := map[string]string{}
+	rs, _, _ := unstructured.NestedSlice(run.Object, "status", "results")
+	for _, r := range rs {
+		m, _ := r.(map[string]any)
+		n, _ := m["name"].(string)
+		v, _ := m["value"].(string)
+		results[n] = v
+	}
+	return results
 }
 
 // roundTo is Python's round(v, digits) for the values here.

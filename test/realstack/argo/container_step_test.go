@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -90,29 +89,21 @@ func TestArgoContainerStepExampleRunsAsWritten(t *testing.T) {
 	assert.Contains(t, log, "TrainJob "+name+" learnt w=3.0", "report's log:\n%s", log)
 }
 
-// applyAll does `kubectl apply -n ns -f file`: every document, server-side, in ns unless
-// cluster-scoped; the cluster-scoped ones are deleted when the test ends.
+// applyAll does `kubectl apply -n ns -f file`; the cluster-scoped objects are deleted when the
+// test ends.
 func applyAll(t *testing.T, file, ns string) {
 	t.Helper()
-	docs, err := manifest.Documents(file)
+	objs, err := manifest.Objects(file)
 	require.NoError(t, err)
-	for _, d := range docs {
-		u := &unstructured.Unstructured{}
-		require.NoError(t, u.UnmarshalJSON(d.JSON))
-		namespaced, err := stack.Client.IsObjectNamespaced(u)
-		require.NoError(t, err, "%s %s", d.Kind, u.GetName())
-		if namespaced {
-			u.SetNamespace(ns)
-		} else {
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
-				defer cancel()
-				assert.NoError(t, client.IgnoreNotFound(stack.Client.Delete(ctx, u)))
-			})
+	clusterScoped, err := manifest.Apply(t.Context(), stack.Client, objs, ns)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
+		defer cancel()
+		for _, u := range clusterScoped {
+			assert.NoError(t, client.IgnoreNotFound(stack.Client.Delete(ctx, u)))
 		}
-		require.NoError(t, stack.Client.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubectl"), client.ForceOwnership),
-			"applying %s %s", d.Kind, u.GetName())
-	}
+	})
+	require.NoError(t, err)
 }
 
 // podOfStep is the pod of workflow wfName's step displayName (Argo's node-name annotation:

@@ -16,7 +16,6 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/trainstep/trainstep/internal/release"
 	"github.com/trainstep/trainstep/test/internal/argoharness"
 	"github.com/trainstep/trainstep/test/internal/podrunner"
 	"github.com/trainstep/trainstep/test/internal/realstack"
@@ -78,9 +77,8 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The trainstep image of the container recipe (examples/workflows/argo-container-step.yaml)
-	// holds this tree's executor at /executor, as the image make image builds.
-	bin, removeBin, err := realstack.BuildExecutor()
+	// The trainstep image of the container recipe (examples/workflows/argo-container-step.yaml).
+	image, removeBin, err := realstack.TrainstepImage()
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +87,7 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 			removeBin()
 		}
 	}()
-	podOpts.Images = append(podOpts.Images, podrunner.Image{Prefix: release.DevImage, Files: map[string]string{"/executor": bin}})
+	podOpts.Images = append(podOpts.Images, image)
 	harness, err = argoharness.Start(ctx, argoharness.Options{
 		Kubeconfig: s.Kubeconfig, Config: s.Config, Scheme: s.Scheme, Images: podOpts.Images, Hosts: podOpts.Hosts,
 		ServiceAccountConfig: func(ctx context.Context, sa string) (*rest.Config, error) {

@@ -61,19 +61,10 @@ func TestCatalogTaskExampleRunsAsWritten(t *testing.T) {
 	}
 
 	// kubectl apply -n default -f examples/workflows/tekton-train-task.yaml
-	docs, err := manifest.Documents(filepath.Join(root, string(apply[2])))
+	objs, err := manifest.Objects(filepath.Join(root, string(apply[2])))
 	require.NoError(t, err)
-	for _, d := range docs {
-		u := &unstructured.Unstructured{}
-		require.NoError(t, u.UnmarshalJSON(d.JSON))
-		namespaced, err := c.IsObjectNamespaced(u)
-		require.NoError(t, err, "%s %s", d.Kind, u.GetName())
-		if namespaced {
-			u.SetNamespace(catalogTaskNamespace)
-		}
-		require.NoError(t, c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubectl"), client.ForceOwnership),
-			"applying %s %s", d.Kind, u.GetName())
-	}
+	_, err = manifest.Apply(t.Context(), c, objs, catalogTaskNamespace)
+	require.NoError(t, err)
 	// kubectl create configmap -n default train-step --from-file=train.yaml=examples/steps/hello-xgboost.yaml
 	stepFile, err := os.ReadFile(filepath.Join(root, string(cm[4])))
 	require.NoError(t, err)
@@ -83,11 +74,10 @@ func TestCatalogTaskExampleRunsAsWritten(t *testing.T) {
 		_ = c.Delete(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: catalogTaskNamespace, Name: string(cm[2])}})
 	})
 	// kubectl create -n default -f examples/workflows/tekton-train-taskrun.yaml
-	runDocs, err := manifest.Documents(filepath.Join(root, string(create[2])))
+	runs, err := manifest.Objects(filepath.Join(root, string(create[2])))
 	require.NoError(t, err)
-	require.Len(t, runDocs, 1)
-	tr := &unstructured.Unstructured{}
-	require.NoError(t, tr.UnmarshalJSON(runDocs[0].JSON))
+	require.Len(t, runs, 1)
+	tr := runs[0]
 	tr.SetNamespace(catalogTaskNamespace)
 	require.NoError(t, c.Create(t.Context(), tr))
 
@@ -108,14 +98,7 @@ func TestCatalogTaskExampleRunsAsWritten(t *testing.T) {
 		return status == "True" || status == "False"
 	}, tektonharness.ExampleTimeout, interval, "TaskRun %s did not end (%s %s)", tr.GetName(), reason, message)
 	require.Equal(t, "True", status, "TaskRun %s: %s: %s", tr.GetName(), reason, message)
-	results := map[string]string{}
-	rs, _, _ := unstructured.NestedSlice(got.Object, "status", "results")
-	for _, r := range rs {
-		m, _ := r.(map[string]any)
-		n, _ := m["name"].(string)
-		v, _ := m["value"].(string)
-		results[n] = v
-	}
+	results := tektonharness.Results(got)
 
 	name := results[trainjob.OutName]
 	assert.True(t, strings.HasPrefix(name, "trainstep-train-"), "the TrainJob is named after the step key, the Task's name: %q", name)

@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainstep/trainstep/internal/release"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/test/internal/podrunner"
 	"github.com/trainstep/trainstep/test/internal/realstack"
@@ -79,13 +78,12 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 		return nil, err
 	}
 	podOpts.Images = append(podOpts.Images, images...)
-	// The trainstep image of the catalog-style Task (examples/workflows/tekton-train-task.yaml)
-	// holds this tree's executor at /executor, as the image make image builds.
-	bin, removeBin, err := realstack.BuildExecutor()
+	// The trainstep image of the catalog-style Task (examples/workflows/tekton-train-task.yaml).
+	image, removeBin, err := realstack.TrainstepImage()
 	if err != nil {
 		return nil, err
 	}
-	podOpts.Images = append(podOpts.Images, podrunner.Image{Prefix: release.DevImage, Files: map[string]string{"/executor": bin}})
+	podOpts.Images = append(podOpts.Images, image)
 	if pods, err = podrunner.New(ctx, podOpts); err != nil {
 		removeBin()
 		return nil, err
