@@ -126,18 +126,30 @@ func (s Status) Done() bool {
 
 // Look does the one next thing for the step and says where it stands.
 func (e *Engine) Look(ctx context.Context, s Step) Status {
-	st := e.look(ctx, s)
+	tj, err := e.Find(ctx, s.Namespace, s.Identity)
+	if err != nil {
+		return lookFailed(s, err)
+	}
+	return e.LookAt(ctx, s, tj)
+}
+
+// LookAt is Look for a face that has just read the attempt's TrainJob with Find for a check of
+// its own (Argo's face, which makes sure of a finished job's run first): tj is what Find returned
+// for s.Identity, nil when it found none, and it is not read again. A face that looks again later
+// calls Look: a found job is only as fresh as the look it was found for.
+func (e *Engine) LookAt(ctx context.Context, s Step, tj *trainer.TrainJob) Status {
+	st := e.look(ctx, s, tj)
 	if st.Err != nil && st.Message == "" {
 		st.Message = st.Err.Error() // what a face shows while it tries again
 	}
 	return st
 }
 
-func (e *Engine) look(ctx context.Context, s Step) Status {
-	tj, err := e.Find(ctx, s.Namespace, s.Identity)
-	if err != nil {
-		return Status{Err: err, Observation: trainjob.Observation{Namespace: s.Namespace, Name: s.Recorded}}
-	}
+func lookFailed(s Step, err error) Status {
+	return Status{Err: err, Observation: trainjob.Observation{Namespace: s.Namespace, Name: s.Recorded, Message: err.Error()}}
+}
+
+func (e *Engine) look(ctx context.Context, s Step, tj *trainer.TrainJob) Status {
 	if s.Stop {
 		return e.stop(ctx, s, tj)
 	}

@@ -181,3 +181,31 @@ func TestLookWaitsForALaggingCache(t *testing.T) {
 	assert.False(t, st.Done())
 	assert.Equal(t, identity().Name(), st.Name)
 }
+
+// LookAt answers from the job a face has just found, reading the cache no more; Look and LookAt
+// of the same job say the same.
+func TestLookAtReadsNoMore(t *testing.T) {
+	succeeded := metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "Completed"}
+	e, _ := engine(t, nil, ownJob(succeeded))
+	s := Step{Spec: parse(t, validStep), Namespace: "ns", Identity: identity()}
+	tj, err := e.Find(t.Context(), "ns", identity())
+	require.NoError(t, err)
+	require.NotNil(t, tj)
+	want := e.Look(t.Context(), s)
+
+	reads := 0
+	e.Cache = interceptor.NewClient(e.Cache.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			reads++
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			reads++
+			return c.List(ctx, list, opts...)
+		},
+	})
+	got := e.LookAt(t.Context(), s, tj)
+	assert.Zero(t, reads, "LookAt read the cache again")
+	assert.Equal(t, want, got)
+	assert.Equal(t, trainjob.PhaseSucceeded, got.Phase)
+}

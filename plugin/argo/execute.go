@@ -105,31 +105,44 @@ func (p *Plugin) execute(ctx context.Context, c *call, ready func(context.Contex
 			return p.pending(req, "", fmt.Sprintf("workflow %s has not recorded its start yet (status.startedAt)", wf.Name))
 		}
 	}
-	id, wf, err := p.runIdentity(ctx, req, wf)
+	run, err := p.runIdentity(ctx, req, wf)
 	if err != nil {
 		return p.pending(req, "", err.Error())
 	}
-	s := lifecycle.Step{Spec: req.Spec, Namespace: req.Namespace, Identity: id, Deadlines: req.deadlines()}
-	if p.createdBefore(wf, req.Namespace, id.Name()) {
+	s := lifecycle.Step{Spec: req.Spec, Namespace: req.Namespace, Identity: run.id, Deadlines: req.deadlines()}
+	if p.createdBefore(run.wf, req.Namespace, run.id.Name()) {
 		// This step made its TrainJob on an earlier call: if it is gone, someone deleted it.
-		s.Recorded = id.Name()
+		s.Recorded = run.id.Name()
 	}
-	return p.follow(ctx, req, s)
+	return p.follow(ctx, req, s, run)
+}
+
+// stepRun is the step's identity in the workflow's run, and, when found says so, the attempt's
+// TrainJob as Find read it for that identity: the first look uses it instead of reading it again.
+type stepRun struct {
+	id    trainjob.Identity
+	wf    *wfv1.Workflow
+	job   *trainer.TrainJob
+	found bool
 }
 
 // runIdentity is the step's identity in the run of wf. Before a finished job is answered, the
 // run is made sure of: `argo retry` resets status.startedAt, and a lagging cache must not hand
 // the retried node the failed job of the run before. One read from the apiserver, once per step.
-func (p *Plugin) runIdentity(ctx context.Context, req *request, wf *wfv1.Workflow) (trainjob.Identity, *wfv1.Workflow, error) {
+func (p *Plugin) runIdentity(ctx context.Context, req *request, wf *wfv1.Workflow) (stepRun, error) {
 	id := req.identityIn(wf)
 	existing, err := p.engine.Find(ctx, req.Namespace, id)
-	if err != nil || existing == nil || !id.Adopts(existing) || wf == nil || !trainjob.Observe(existing, nil).Phase.Terminal() {
-		return id, wf, err
+	if err != nil {
+		return stepRun{}, err
+	}
+	run := stepRun{id: id, wf: wf, job: existing, found: true}
+	if existing == nil || !id.Adopts(existing) || wf == nil || !trainjob.Observe(existing, nil).Phase.Terminal() {
+		return run, nil
 	}
 	if fresh, ferr := p.workflowOf(ctx, p.api, req); ferr == nil && fresh != nil && runOf(fresh) != runOf(wf) {
-		return req.identityIn(fresh), fresh, nil
+		return stepRun{id: req.identityIn(fresh), wf: fresh}, nil // another run: its job is not found yet
 	}
-	return id, wf, nil
+	return run, nil
 }
 
 func (p *Plugin) syncWait() time.Duration {
@@ -204,13 +217,18 @@ func (p *Plugin) remember(namespace, name string) {
 // new trouble shows (a change to the TrainJob, its pods, its Events or its Workload wakes it) or
 // HoldMax ends, whichever is first. Only MaxHeld calls are held at once; the rest are answered
 // at once with a requeue.
-func (p *Plugin) follow(ctx context.Context, req *request, s lifecycle.Step) result {
+func (p *Plugin) follow(ctx context.Context, req *request, s lifecycle.Step, run stepRun) result {
 	start := p.clock.Now()
 	var changed <-chan struct{}
 	var hold <-chan time.Time
 	var first string // the message the call was held with
 	for {
-		st := p.engine.Look(ctx, s)
+		var st lifecycle.Status
+		if run.found {
+			st, run.found = p.engine.LookAt(ctx, s, run.job), false // runIdentity has just found it
+		} else {
+			st = p.engine.Look(ctx, s)
+		}
 		if st.Created {
 			p.remember(req.Namespace, st.Name)
 			p.log.Info("created TrainJob", "workflow", req.Workflow.Namespace+"/"+req.Workflow.Name, "step", req.Key, "attempt", req.Attempt, "trainjob", st.Name)
