@@ -88,6 +88,8 @@ def _trainstep_save_checkpoint(step, write, keep=None):
     if _trainstep_rank() != "0":
         return None
     step = int(step)
+    if step < 0:
+        raise ValueError("trainstep: save_checkpoint(): step must be 0 or more, not %d: it names the checkpoint step-<step>" % step)
     os.makedirs(root, exist_ok=True)
     for name in os.listdir(root):
         if name.startswith(".trainstep-"):  # a save a kill cut short

@@ -154,6 +154,12 @@ func TestSaveCheckpoint(t *testing.T) {
 		entries, _ := os.ReadDir(root)
 		assert.Empty(t, entries)
 	})
+	t.Run("a negative step is refused", func(t *testing.T) {
+		root := t.TempDir()
+		out, _, err := runSave(t, "[-1]", step.CheckpointDirEnv+"="+root)
+		require.Error(t, err)
+		assert.Contains(t, out, "step must be 0 or more, not -1")
+	})
 	t.Run("without a checkpoint dir it says how to get one", func(t *testing.T) {
 		out, _, err := runSave(t, "[1]")
 		require.Error(t, err)
