@@ -389,7 +389,11 @@ func (r *Runner) runNode(ctx context.Context, i int, command []string, dir strin
 	case errors.As(err, &exit):
 		res.ExitCode = exit.ExitCode()
 		if res.ExitCode < 0 {
+			// Killed by a signal: the code a container runtime reports for it (137 for SIGKILL).
 			res.ExitCode = 128 + int(syscall.SIGTERM)
+			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				res.ExitCode = 128 + int(ws.Signal())
+			}
 		}
 	default:
 		res.ExitCode = 127

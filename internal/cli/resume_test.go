@@ -74,14 +74,15 @@ func TestLocalRetryResumesFromTheLastCheckpoint(t *testing.T) {
 		signal     string
 		wantFrom   string
 		wantStart  int
+		exitCode   string                                    // what attempt 0's node exits with, as a container's would
 		checkpoint func(t *testing.T, state string) []string // the flag, and the root it names
 	}{
-		"SIGKILL": {signal: "SIGKILL", wantFrom: "step-10", wantStart: 10,
+		"SIGKILL": {signal: "SIGKILL", wantFrom: "step-10", wantStart: 10, exitCode: "137",
 			checkpoint: func(t *testing.T, state string) []string {
 				t.Setenv("XDG_STATE_HOME", state)
 				return []string{"", filepath.Join(state, "trainstep", "checkpoints")}
 			}},
-		"SIGTERM": {signal: "SIGTERM", wantFrom: "step-13", wantStart: 13,
+		"SIGTERM": {signal: "SIGTERM", wantFrom: "step-13", wantStart: 13, exitCode: "143",
 			checkpoint: func(t *testing.T, state string) []string {
 				return []string{"--checkpoint-dir=" + state, state}
 			}},
@@ -103,6 +104,7 @@ func TestLocalRetryResumesFromTheLastCheckpoint(t *testing.T) {
 			code, outs := runLocalStep(t, file, flags("wf-1", 0)...)
 			require.Equal(t, ExitFailed, code, "attempt 0 dies at step 13")
 			assert.Equal(t, "Failed", outs["phase"])
+			assert.Contains(t, outs["message"], "node-0 exited with code "+tc.exitCode)
 			assert.Equal(t, "0", outs["attempt"])
 			assert.Empty(t, outs["resumed-from"], "attempt 0 had nothing to resume")
 			dir := filepath.Join(ck[1], "wf-1", "train")
