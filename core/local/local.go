@@ -45,8 +45,13 @@ type Runner struct {
 	// OnLine, when set, receives every line of every node as it is written.
 	OnLine func(node int, line string)
 	// OnProgress, when set, receives the run as a face shows it each time a node reports progress
-	// to the local status server (statusserver.go).
+	// to the local status server (statusserver.go), and when rank 0 says what it resumed from.
 	OnProgress func(trainjob.Observation)
+	// CheckpointDir, when set, is every node's TRAINSTEP_CHECKPOINT_DIR, in place of the
+	// cluster's (checkpoint.go): the directory every attempt of the step shares.
+	CheckpointDir string
+	// Attempt is the retry attempt, every node's TRAINSTEP_ATTEMPT and the attempt output.
+	Attempt int
 }
 
 // Result is how a local run ended.
@@ -58,6 +63,10 @@ type Result struct {
 	Result trainjob.ResultMessage
 	// Culprit is the node that failed first (-1 if none failed on its own).
 	Culprit int
+	// Attempt is the Runner's; ResumedFrom the checkpoint rank 0 said it was offered
+	// (trainers.ResumedFromLine), empty when none.
+	Attempt     int
+	ResumedFrom string
 }
 
 // failed is the node to blame for a failure, or nil.
@@ -111,11 +120,18 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 	started := metav1.NewTime(time.Now())
 	out := tj.DeepCopy()
 	out.CreationTimestamp = started
-	status, err := startStatusServer(root, tj.Namespace, tj.Name, r.progress(out, nodes))
+	resumed := &resumeWatch{}
+	notify := r.progress(out, nodes, resumed)
+	status, err := startStatusServer(root, tj.Namespace, tj.Name, notify)
 	if err != nil {
 		return nil, err
 	}
 	defer status.stop()
+	seen := func(line string) {
+		if resumed.saw(line) && notify != nil {
+			notify(status.lastOrZero())
+		}
+	}
 	launches := nodes
 	if rt.Policy == runtimes.PolicyMPI {
 		// One mpirun on the launcher starts every rank, as on a cluster.
@@ -142,10 +158,11 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 		for k, v := range status.env() {
 			env = append(env, k+"="+v)
 		}
+		env = append(env, r.checkpointEnv()...)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = r.runNode(ctx, i, command, dir, env, &outMu)
+			results[i] = r.runNode(ctx, i, command, dir, env, &outMu, seen)
 			if results[i].ExitCode != 0 {
 				firstFailed.Do(func() {
 					if ctx.Err() == nil {
@@ -158,7 +175,7 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 	}
 	wg.Wait()
 	out.Status.TrainerStatus = status.last()
-	res := &Result{TrainJob: out, Nodes: results, Culprit: culprit}
+	res := &Result{TrainJob: out, Nodes: results, Culprit: culprit, Attempt: r.Attempt, ResumedFrom: resumed.from()}
 	for i := range launches {
 		if b, err := os.ReadFile(filepath.Join(root, fmt.Sprintf("node-%d", i), resultFile)); err == nil {
 			if r, ok := trainjob.ReadResult(string(b)); ok {
@@ -304,6 +321,11 @@ func finish(tj *trainer.TrainJob, failed *NodeResult) {
 // Observe renders a local result the way every face renders a cluster one, log tail included.
 func (res *Result) Observe() trainjob.Observation {
 	obs := trainjob.Observe(res.TrainJob, nil).WithResult(res.Result)
+	attempt := res.Attempt
+	obs.Attempt, obs.ResumedFrom = &attempt, res.ResumedFrom
+	if note := obs.ResumeNote(); note != "" {
+		obs.Message += "; " + note
+	}
 	if obs.Phase != trainjob.PhaseFailed {
 		return obs
 	}
@@ -318,7 +340,7 @@ func (res *Result) Observe() trainjob.Observation {
 	return obs.WithLogTail(fmt.Sprintf("node-%d", n.Index), trainjob.NodeContainer, strings.Join(lines, "\n"))
 }
 
-func (r *Runner) runNode(ctx context.Context, i int, command []string, dir string, env []string, outMu *sync.Mutex) NodeResult {
+func (r *Runner) runNode(ctx context.Context, i int, command []string, dir string, env []string, outMu *sync.Mutex, seen func(string)) NodeResult {
 	res := NodeResult{Index: i}
 	cmd := exec.CommandContext(ctx, command[0], command[1:]...)
 	cmd.Dir, cmd.Env = dir, env
@@ -343,6 +365,7 @@ func (r *Runner) runNode(ctx context.Context, i int, command []string, dir strin
 			if len(res.Log) > keep {
 				res.Log = res.Log[len(res.Log)-keep:]
 			}
+			seen(line)
 			if r.OnLine != nil {
 				r.OnLine(i, line)
 			}
@@ -366,7 +389,11 @@ func (r *Runner) runNode(ctx context.Context, i int, command []string, dir strin
 	case errors.As(err, &exit):
 		res.ExitCode = exit.ExitCode()
 		if res.ExitCode < 0 {
+			// Killed by a signal: the code a container runtime reports for it (137 for SIGKILL).
 			res.ExitCode = 128 + int(syscall.SIGTERM)
+			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				res.ExitCode = 128 + int(ws.Signal())
+			}
 		}
 	default:
 		res.ExitCode = 127

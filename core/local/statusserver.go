@@ -110,6 +110,14 @@ func (s *statusServer) stop() {
 }
 
 // last is the status as last applied, or nil.
+// lastOrZero is the last status reported, or an empty one.
+func (s *statusServer) lastOrZero() trainer.TrainerStatus {
+	if ts := s.last(); ts != nil {
+		return *ts
+	}
+	return trainer.TrainerStatus{}
+}
+
 func (s *statusServer) last() *trainer.TrainerStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -251,7 +259,7 @@ func selfSigned() (tls.Certificate, []byte, error) {
 
 // progress is what the status server calls with each status it accepts: the run as a cluster
 // face would show it, every node running.
-func (r *Runner) progress(tj *trainer.TrainJob, nodes int) func(trainer.TrainerStatus) {
+func (r *Runner) progress(tj *trainer.TrainJob, nodes int, resumed *resumeWatch) func(trainer.TrainerStatus) {
 	if r.OnProgress == nil {
 		return nil
 	}
@@ -262,6 +270,8 @@ func (r *Runner) progress(tj *trainer.TrainJob, nodes int) func(trainer.TrainerS
 		obs := trainjob.Observe(snap, nil)
 		obs.Phase, obs.Reason = trainjob.PhaseRunning, "Running"
 		obs.NumNodes, obs.RunningNodes = int32(nodes), int32(nodes)
+		attempt := r.Attempt
+		obs.Attempt, obs.ResumedFrom = &attempt, resumed.from()
 		obs.Message = obs.RunningMessage()
 		r.OnProgress(obs)
 	}

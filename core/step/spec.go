@@ -28,6 +28,9 @@ type Spec struct {
 	// Pod is where the pods run and what they run with (placement, service account, volumes,
 	// secrets); it reaches them through the installed Trainer's pod-template mechanism.
 	Pod *Pod `json:"pod,omitempty"`
+	// Checkpoint is where the step's checkpoints live, the same for every attempt, so a retry
+	// resumes (checkpoint.go).
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 	// Labels and Annotations go on the TrainJob's metadata (spec.labels was removed in Trainer v2.2).
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`

@@ -106,7 +106,7 @@ func (s Script) program() (string, error) {
 		call = s.FuncName + "(**" + args + ")"
 	}
 	src := strings.TrimRight(dedent(s.Source), "\n")
-	return src + "\n\n\n" + reporter + "\n\n\n" + s.writer() + "\n\n_trainstep_write_result(" + call + ")\n", nil
+	return src + "\n\n\n" + reporter + "\n\n\n" + checkpointer + "\n\n\n" + s.writer() + "\n\n_trainstep_resume()\n_trainstep_write_result(" + call + ")\n", nil
 }
 
 // ResultMarker wraps the return value in the termination message: {"trainstep.dev/result": v}.

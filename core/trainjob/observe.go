@@ -87,6 +87,10 @@ type Observation struct {
 	Remote      bool
 	Cluster     string
 	Undelivered string
+	// Attempt is the retry attempt, when the face knows it (nil: the resume outputs are left
+	// out); ResumedFrom is the checkpoint the command script offered the function (resume.go).
+	Attempt     *int
+	ResumedFrom string
 }
 
 // TrainerPods selects the pods that run the trainer: node, and launcher for MPI runtimes.

@@ -56,12 +56,18 @@ func IsResultKeyOutput(name string) bool {
 	return ok && resultKeyName.MatchString(key)
 }
 
-// OrderedNames lists outs in a stable order: OutputNames, then the result-<key> outputs sorted.
+// OrderedNames lists outs in a stable order: OutputNames, the resume outputs when there, then
+// the result-<key> outputs sorted.
 func OrderedNames(outs map[string]string) []string {
 	names := slices.Clone(OutputNames)
+	for _, n := range ResumeOutputNames {
+		if _, ok := outs[n]; ok {
+			names = append(names, n)
+		}
+	}
 	var extra []string
 	for n := range outs {
-		if !slices.Contains(OutputNames, n) {
+		if !slices.Contains(OutputNames, n) && !slices.Contains(ResumeOutputNames, n) {
 			extra = append(extra, n)
 		}
 	}
@@ -119,6 +125,7 @@ func (o Observation) Outputs() map[string]string {
 	}
 	resultKeys(o.Result, out)
 	o.metricOutputs(out)
+	o.resumeOutputs(out)
 	if o.StartTime != nil {
 		out[OutStartTime] = o.StartTime.UTC().Format(time.RFC3339)
 	}

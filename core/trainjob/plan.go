@@ -109,6 +109,9 @@ func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Pl
 			return nil, step.Invalid(errs)
 		}
 	}
+	if errs := addCheckpointEnv(&parts, s); len(errs) > 0 {
+		return nil, step.Invalid(errs)
+	}
 	plan := &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, API: api, Warnings: sel.Warnings}
 	if errs := checkPodNames(&plan.Runtime, plan.NumNodes()); len(errs) > 0 {
 		return nil, step.Invalid(errs)
@@ -258,6 +261,23 @@ func containerEnvNames(env []corev1.EnvVar, rt *runtimes.Runtime) []string {
 		names = append(names, e.Name)
 	}
 	return names
+}
+
+// addCheckpointEnv gives the trainer container the step's checkpoint location: the same env on
+// every node and every attempt (the TrainJob's spec.trainer.env), which is what lets a retry,
+// a new TrainJob, find what the one before it saved. A name the user set elsewhere is a conflict.
+func addCheckpointEnv(parts *trainers.Parts, s *step.Spec) field.ErrorList {
+	env := s.Checkpoint.Env(s.Pod)
+	for _, e := range env {
+		for _, have := range parts.Env {
+			if have.Name == e.Name {
+				return field.ErrorList{field.Invalid(field.NewPath("checkpoint"), e.Value,
+					fmt.Sprintf("sets %s, which trainer.env, runtimeConfig.env or pod.env also sets; remove it there (the checkpoint block sets it) or remove the checkpoint block", e.Name))}
+			}
+		}
+	}
+	parts.Env = append(parts.Env, env...)
+	return nil
 }
 
 func podErrors(pod *step.Pod, api API, env []corev1.EnvVar, policy runtimes.Policy) field.ErrorList {

@@ -188,6 +188,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // writes when every node runs.
 func (o Observation) RunningMessage() string {
 	msg := fmt.Sprintf("TrainJob %s is running: %d/%d nodes", o.Name, o.RunningNodes, o.NumNodes)
+	if note := o.ResumeNote(); note != "" {
+		msg += "; " + note
+	}
 	if o.ProgressOff {
 		msg += "; " + ProgressOffNote
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/trainstep/trainstep/core/local"
@@ -38,7 +40,11 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 		fmt.Fprintf(o.stdout, "# Trainer API: %s\n", plan.API.Source)
 		return o.printYAML(tj)
 	}
-	o.say("running TrainJob %s locally: runtime %s, %s, %d node(s)", tj.Name, plan.Runtime.Name, plan.Trainer.Kind(), plan.NumNodes())
+	ckpt, err := o.localCheckpoints()
+	if err != nil {
+		return o.fail(err)
+	}
+	o.say("running TrainJob %s locally: runtime %s, %s, %d node(s), attempt %d; checkpoints in %s", tj.Name, plan.Runtime.Name, plan.Trainer.Kind(), plan.NumNodes(), o.attempt, ckpt)
 	runCtx := ctx
 	if spec.Timeout != nil {
 		var cancel context.CancelFunc
@@ -50,7 +56,7 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 	if o.noLogs {
 		out = nil
 	}
-	res, err := (&local.Runner{Out: out, OnProgress: o.view.update}).Run(runCtx, tj, &plan.Runtime)
+	res, err := (&local.Runner{Out: out, OnProgress: o.view.update, CheckpointDir: ckpt, Attempt: o.attempt}).Run(runCtx, tj, &plan.Runtime)
 	if err != nil {
 		return o.fail(err)
 	}
@@ -65,6 +71,29 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 		obs.Message = fmt.Sprintf("TrainJob %s did not finish within %s; its processes were stopped", tj.Name, spec.Timeout.Duration)
 	}
 	return o.finish(obs)
+}
+
+// localCheckpoints is the step's checkpoint directory on this machine, made if missing: every
+// step has one, checkpoint block or not, so any step can resume locally; every attempt of the
+// same owner and step key gets the same one.
+func (o *runOptions) localCheckpoints() (string, error) {
+	root := o.checkpointRoot
+	if root == "" {
+		var err error
+		if root, err = local.CheckpointRoot(); err != nil {
+			return "", err
+		}
+	}
+	// The nodes run in their own working directories: a relative root would be a new one in each.
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return "", fmt.Errorf("--checkpoint-dir: %w", err)
+	}
+	dir := local.CheckpointDir(root, o.ownerUID, o.stepKey)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("making the local checkpoint directory (--checkpoint-dir): %w", err)
+	}
+	return dir, nil
 }
 
 // dryRunPlan prints the TrainJob a run would create. Like --local, it plans against the cluster's

@@ -41,6 +41,8 @@ type runOptions struct {
 	runtimesFrom string
 	keepOnStop   bool
 	noLogs       bool
+	// checkpointRoot is where --local keeps each step's checkpoints (local.CheckpointDir).
+	checkpointRoot string
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -105,12 +107,14 @@ Exit codes: 0 succeeded, 1 the TrainJob failed, 2 invalid step (nothing created)
 	f.StringVar(&o.runtimesFrom, "runtimes-from", "auto", "with --local or --dry-run: where runtimes come from: auto (the cluster if reachable, else stock), cluster, stock")
 	f.BoolVar(&o.keepOnStop, "keep-on-interrupt", false, "leave the TrainJob running when this command is interrupted")
 	f.BoolVar(&o.noLogs, "no-logs", false, "do not stream the node-0 log")
+	f.StringVar(&o.checkpointRoot, "checkpoint-dir", "", "with --local: where checkpoints are kept, each step's in <dir>/<owner-uid or local>/<step-key>, the same for every --attempt, so a retry resumes (default $XDG_STATE_HOME/trainstep/checkpoints or ~/.local/state/trainstep/checkpoints)")
 	o.bind(f)
 	o.bindNamespace(f, "", "the step namespace")
 	_ = cmd.MarkFlagRequired("file")
 	// What shell completion offers (executor completion bash|zsh|fish).
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml", "json")
 	_ = cmd.MarkFlagDirname("output-dir")
+	_ = cmd.MarkFlagDirname("checkpoint-dir")
 	_ = cmd.RegisterFlagCompletionFunc("runtimes-from", cobra.FixedCompletions([]string{"auto", "cluster", "stock"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

@@ -112,8 +112,24 @@ func Step(reg *trainers.Registry) map[string]any {
 	// hostPath parses (so it is refused by name, with why) but editors should not offer it.
 	delete(podProps["volumes"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any), "hostPath")
 	podProps["env"].(map[string]any)["description"] = "Trainer env from Secret or ConfigMap keys: NAME: {secretKeyRef: {name, key}} or {configMapKeyRef: {name, key}} (→ spec.trainer.env valueFrom)."
+	checkpoint(props["checkpoint"].(map[string]any))
 	root["required"] = []any{"trainer"}
 	return root
+}
+
+// checkpoint describes the checkpoint block here, not in descriptions: its path and volume are
+// names other blocks use for other things.
+func checkpoint(c map[string]any) {
+	c["description"] = "Where the step's checkpoints live, the same for every attempt and node, so a retry resumes (docs/resume.md): a directory on a volume the pod block mounts (env " +
+		step.CheckpointDirEnv + "), or an object-store URI passed through (env " + step.CheckpointURIEnv + "). Exactly one of volume and uri."
+	props := c["properties"].(map[string]any)
+	props["volume"].(map[string]any)["description"] = "One of pod.volumes that pod.volumeMounts mounts, writable."
+	props["path"].(map[string]any)["description"] = "Sub-directory of the volume's mountPath, relative, without .. (default " + step.DefaultCheckpointPath + ")."
+	props["uri"].(map[string]any)["description"] = "An object-store URI such as s3://bucket/prefix or gs://bucket/prefix; trainstep only passes it to the trainer."
+	c["oneOf"] = []any{
+		map[string]any{"required": []any{"volume"}, "not": map[string]any{"required": []any{"uri"}}},
+		map[string]any{"required": []any{"uri"}, "not": map[string]any{"anyOf": []any{map[string]any{"required": []any{"volume"}}, map[string]any{"required": []any{"path"}}}}},
+	}
 }
 
 // kindProperties is one trainer kind's own fields and the frameworks that pick it.

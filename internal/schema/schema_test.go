@@ -19,7 +19,7 @@ func TestSchemaCoversEveryTrainerField(t *testing.T) {
 		assert.Contains(t, keys(tr), k)
 	}
 	top := s["properties"].(map[string]any)
-	assert.Equal(t, []string{"annotations", "apiVersion", "framework", "initializer", "keepOnTimeout", "kind", "labels", "namePrefix", "pod", "queueName", "runtime", "runtimeConfig", "startTimeout", "timeout", "trainer"}, keys(top))
+	assert.Equal(t, []string{"annotations", "apiVersion", "checkpoint", "framework", "initializer", "keepOnTimeout", "kind", "labels", "namePrefix", "pod", "queueName", "runtime", "runtimeConfig", "startTimeout", "timeout", "trainer"}, keys(top))
 	assert.Equal(t, false, s["additionalProperties"], "unknown keys are errors for editors too")
 }
 
@@ -31,4 +31,23 @@ func TestSchemaVolumesTakeEveryPodSourceButHostPath(t *testing.T) {
 		assert.Contains(t, keys(vol), k)
 	}
 	assert.NotContains(t, keys(vol), "hostPath", "refused, so not offered")
+}
+
+// The checkpoint block: one of volume (with an optional path) or uri, as step.Checkpoint.Validate
+// takes it.
+func TestSchemaCheckpointTakesOneOfVolumeOrURI(t *testing.T) {
+	s := compiled(t)
+	const base = "framework: torch\ntrainer: {}\ncheckpoint: "
+	for block, ok := range map[string]bool{
+		"{volume: ckpt}":                  true,
+		"{volume: ckpt, path: runs/a}":    true,
+		"{uri: 's3://bucket/p'}":          true,
+		"{}":                              false,
+		"{volume: ckpt, uri: 's3://b/p'}": false,
+		"{uri: 's3://b/p', path: x}":      false,
+		"{volumes: ckpt}":                 false,
+	} {
+		err := s.Validate(instance(t, base+block))
+		assert.Equal(t, ok, err == nil, "%s: %v", block, err)
+	}
 }

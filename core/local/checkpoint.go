@@ -1,0 +1,99 @@
+package local
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/trainers"
+)
+
+// AttemptEnv is the retry attempt the local backend gives every node (a cluster's TrainJob does
+// not carry it yet).
+const AttemptEnv = "TRAINSTEP_ATTEMPT"
+
+// CheckpointRoot is where local checkpoints are kept unless a flag says otherwise:
+// $XDG_STATE_HOME/trainstep/checkpoints, or ~/.local/state/trainstep/checkpoints. They are
+// state, not cache: what a retried step resumes from.
+func CheckpointRoot() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "trainstep", "checkpoints"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("finding where to keep local checkpoints (no $XDG_STATE_HOME, no home directory): %w; set --checkpoint-dir", err)
+	}
+	return filepath.Join(home, ".local", "state", "trainstep", "checkpoints"), nil
+}
+
+// CheckpointDir is one step's checkpoint directory under root: <owner UID, or "local">/<step
+// key>, the same for every attempt, so an attempt resumes what the one before it saved. Each
+// part is made one safe path element (an Argo node name holds brackets, dots and spaces).
+func CheckpointDir(root, ownerUID, stepKey string) string {
+	if ownerUID == "" {
+		ownerUID = "local"
+	}
+	if stepKey == "" {
+		stepKey = "run"
+	}
+	return filepath.Join(root, pathElement(ownerUID), pathElement(stepKey))
+}
+
+var unsafePath = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// pathElement is s when it is a plain file name, else s with every other run of characters made
+// "_" and a short hash of s, so two keys never share a directory.
+func pathElement(s string) string {
+	clean := unsafePath.ReplaceAllString(s, "_")
+	if clean == s && len(s) <= 128 && strings.Trim(s, ".") != "" {
+		return s
+	}
+	clean = strings.Trim(clean, "._")
+	if len(clean) > 64 {
+		clean = clean[:64]
+	}
+	sum := sha256.Sum256([]byte(s))
+	return fmt.Sprintf("%s-%x", clean, sum[:4])
+}
+
+// checkpointEnv is what a node gets for its checkpoints besides the TrainJob's own env.
+func (r *Runner) checkpointEnv() []string {
+	env := []string{AttemptEnv + "=" + strconv.Itoa(r.Attempt)}
+	if r.CheckpointDir != "" {
+		env = append(env, step.CheckpointDirEnv+"="+r.CheckpointDir)
+	}
+	return env
+}
+
+// resumeWatch keeps the checkpoint rank 0 said it was offered, from any node's output.
+type resumeWatch struct {
+	mu   sync.Mutex
+	path string
+}
+
+// saw records line's checkpoint if it is the first such line, and reports whether it was.
+func (w *resumeWatch) saw(line string) bool {
+	p, ok := strings.CutPrefix(line, trainers.ResumedFromLine)
+	if !ok || p == "" {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.path != "" {
+		return false
+	}
+	w.path = p
+	return true
+}
+
+func (w *resumeWatch) from() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.path
+}

@@ -1,0 +1,80 @@
+package step
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+)
+
+const checkpointPod = `framework: torch
+trainer: {}
+pod:
+  volumes:
+  - {name: ckpt, persistentVolumeClaim: {claimName: runs}}
+  - {name: data, persistentVolumeClaim: {claimName: datasets}}
+  - {name: creds, secret: {secretName: s3}}
+  volumeMounts:
+  - {name: ckpt, mountPath: /mnt/ckpt}
+  - {name: data, mountPath: /data, readOnly: true}
+  - {name: creds, mountPath: /creds}
+`
+
+func TestCheckpointBlock(t *testing.T) {
+	cases := map[string]struct {
+		block   string
+		noPod   bool
+		wantEnv []corev1.EnvVar
+		wantErr []string // substrings of the one error
+	}{
+		"volume, default path": {block: "{volume: ckpt}", wantEnv: []corev1.EnvVar{{Name: CheckpointDirEnv, Value: "/mnt/ckpt/checkpoints"}}},
+		"volume and path":      {block: "{volume: ckpt, path: runs/llama/}", wantEnv: []corev1.EnvVar{{Name: CheckpointDirEnv, Value: "/mnt/ckpt/runs/llama"}}},
+		"uri":                  {block: "{uri: 's3://bucket/runs/llama'}", wantEnv: []corev1.EnvVar{{Name: CheckpointURIEnv, Value: "s3://bucket/runs/llama"}}},
+		"empty":                {block: "{}", wantErr: []string{"checkpoint: Required value", "volume: <a volume pod.volumeMounts mounts>"}},
+		"both":                 {block: "{volume: ckpt, uri: 's3://b/p'}", wantErr: []string{"checkpoint: Invalid value", "not both"}},
+		"unknown volume lists the mounted ones": {block: "{volume: cache}",
+			wantErr: []string{"checkpoint.volume", `"cache"`, "mounted: ckpt, data, creds"}},
+		"no pod block":             {block: "{volume: ckpt}", noPod: true, wantErr: []string{"checkpoint.volume", "mounts no volume", "pod.volumeMounts"}},
+		"read-only mount":          {block: "{volume: data}", wantErr: []string{"checkpoint.volume", "readOnly at /data"}},
+		"secret volume":            {block: "{volume: creds}", wantErr: []string{"checkpoint.volume", "secret volume", "persistentVolumeClaim"}},
+		"absolute path":            {block: "{volume: ckpt, path: /ckpt}", wantErr: []string{"checkpoint.path", "relative to the volume's mountPath"}},
+		"path escaping the volume": {block: "{volume: ckpt, path: ../other}", wantErr: []string{"checkpoint.path", "no .."}},
+		"dot-dot inside":           {block: "{volume: ckpt, path: a/../../b}", wantErr: []string{"checkpoint.path", "no .."}},
+		"uri without a bucket":     {block: "{uri: s3://}", wantErr: []string{"checkpoint.uri", "s3://bucket/prefix"}},
+		"a path as uri":            {block: "{uri: /mnt/ckpt}", wantErr: []string{"checkpoint.uri", "volume and path"}},
+		"file uri":                 {block: "{uri: 'file://host/x'}", wantErr: []string{"checkpoint.uri", "does not outlive the pod"}},
+		"path with uri":            {block: "{uri: 's3://b/p', path: x}", wantErr: []string{"checkpoint.path", "goes with volume"}},
+		"unknown key":              {block: "{volumes: ckpt}", wantErr: []string{"checkpoint.volumes", `did you mean "volume"?`}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			doc := checkpointPod
+			if tc.noPod {
+				doc = "framework: torch\ntrainer: {}\n"
+			}
+			s, err := Parse([]byte(doc + "checkpoint: " + tc.block + "\n"))
+			if err == nil {
+				err = Invalid(s.Validate())
+			}
+			if tc.wantErr == nil {
+				require.NoError(t, err)
+				assert.Equal(t, tc.wantEnv, s.Checkpoint.Env(s.Pod))
+				return
+			}
+			require.Error(t, err)
+			assert.True(t, IsInvalid(err))
+			require.Len(t, err.(*InvalidError).Errs, 1, "%v", err)
+			for _, w := range tc.wantErr {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestNoCheckpointBlockHasNoEnv(t *testing.T) {
+	var c *Checkpoint
+	assert.Nil(t, c.Env(nil))
+	assert.Empty(t, c.Dir(nil))
+	assert.Empty(t, c.Validate(nil, nil))
+}
