@@ -38,4 +38,6 @@ mkdir -p "$DEST"
 [ -x "$DEST/kube-apiserver" ] || { go build -ldflags "$LDF" -o "$DEST/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver && mv "$DEST/kube-apiserver.tmp" "$DEST/kube-apiserver"; }
 [ -x "$DEST/etcd" ] || { go build -ldflags "-s -w" -o "$DEST/etcd.tmp" go.etcd.io/etcd/server/v3 && mv "$DEST/etcd.tmp" "$DEST/etcd"; }
 for c in "${EXTRA[@]}"; do [ -x "$DEST/$c" ] || { go build -ldflags "$LDF" -o "$DEST/$c.tmp" "k8s.io/kubernetes/cmd/$c" && mv "$DEST/$c.tmp" "$DEST/$c"; }; done
-"$DEST/kube-apiserver" --version; "$DEST/etcd" --version | head -1
+# sed, not head: head exits after its line, etcd then dies of SIGPIPE on the next, and pipefail
+# fails the build (seen on a loaded machine: make's Error 141).
+"$DEST/kube-apiserver" --version; "$DEST/etcd" --version | sed -n 1p
