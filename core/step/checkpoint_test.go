@@ -64,7 +64,9 @@ func TestCheckpointBlock(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.True(t, IsInvalid(err))
-			require.Len(t, err.(*InvalidError).Errs, 1, "%v", err)
+			var invalid *InvalidError
+			require.ErrorAs(t, err, &invalid)
+			require.Len(t, invalid.Errs, 1, "%v", err)
 			for _, w := range tc.wantErr {
 				assert.Contains(t, err.Error(), w)
 			}

@@ -21,7 +21,7 @@ const (
 // ResumeOutputNames lists the resume outputs, in their stable order after OutputNames.
 var ResumeOutputNames = []string{OutAttempt, OutResumedFrom}
 
-var checkpointName = regexp.MustCompile(`^(?:step|checkpoint)-([0-9]+)$`)
+var checkpointName = regexp.MustCompile(`^(?:step|checkpoint)-(\d+)$`)
 
 // CheckpointStep is the training step a checkpoint directory was saved at: N of step-N (the
 // command script's save_checkpoint) or checkpoint-N (Hugging Face's Trainer).
