@@ -434,7 +434,7 @@ func (r *running) wait(t *testing.T) int {
 	t.Helper()
 	select {
 	case <-r.done:
-	case <-time.After(testenv.Timeout):
+	case <-time.After(stepTimeout):
 		t.Fatalf("the container did not exit:\n%s", tail(r.Log.String(), 40))
 	}
 	var ee *exec.ExitError

@@ -504,13 +504,13 @@ func TestChartInstallsEachFaceAlone(t *testing.T) {
 		tektonRunsAStep(t, "chart-tekton", "ml-trainstep-tekton-controller", releaseImage(t))
 	})
 	t.Run("argo", func(t *testing.T) {
-		workflows := env.Namespace(t)
+		workflows := stack.Namespace(t)
 		values := "argo: {enabled: true, namespaces: [" + workflows + "]}\n" + image
 		helmInstall(t, chartRelease{name: "ml", namespace: "chart-argo", values: values})
 		argoRunsAStep(t, workflows, "chart-argo", "ml-trainstep-argo-janitor", releaseImage(t))
 
 		second := chartRelease{name: "research", namespace: "chart-argo-2", values: values}
-		_, err := runHelm(t, append([]string{"install", second.name, chartDir(), "--kubeconfig", env.Kubeconfig, "--create-namespace"}, second.args(t)...)...)
+		_, err := runHelm(t, append([]string{"install", second.name, chartDir(), "--kubeconfig", stack.Kubeconfig, "--create-namespace"}, second.args(t)...)...)
 		require.Error(t, err, "a second release installed the Argo plugin where the first had")
 		// The first of Argo's names helm meets (the ServiceAccount, then the ConfigMap, …).
 		assert.ErrorContains(t, err, `"trainstep-executor-plugin" in namespace "`+workflows+`" exists and cannot be imported into the current release`)
@@ -521,12 +521,12 @@ func TestChartInstallsEachFaceAlone(t *testing.T) {
 // uninstalls it when the test ends.
 func helmInstall(t *testing.T, r chartRelease) {
 	t.Helper()
-	out, err := runHelm(t, append([]string{"install", r.name, r.chartPath(), "--kubeconfig", env.Kubeconfig, "--create-namespace"}, r.args(t)...)...)
+	out, err := runHelm(t, append([]string{"install", r.name, r.chartPath(), "--kubeconfig", stack.Kubeconfig, "--create-namespace"}, r.args(t)...)...)
 	require.NoError(t, err)
 	assert.Contains(t, out, "is installed as release "+r.name, "NOTES.txt")
 	t.Cleanup(func() {
 		// t.Context() is already cancelled when cleanups run.
-		cmd := exec.CommandContext(context.WithoutCancel(t.Context()), helm(t), "uninstall", r.name, "--namespace", r.namespace, "--kubeconfig", env.Kubeconfig)
+		cmd := exec.CommandContext(context.WithoutCancel(t.Context()), helm(t), "uninstall", r.name, "--namespace", r.namespace, "--kubeconfig", stack.Kubeconfig)
 		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("helm uninstall %s: %v\n%s", r.name, err, b)

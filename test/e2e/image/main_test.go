@@ -2,8 +2,8 @@
 // with no container engine, the install files pinned by its digest), checks that the image is
 // reproducible and agrees with the Dockerfile, and runs it: the amd64 image's filesystem is
 // unpacked and each face's entrypoint started from it the way the install files say
-// (container_test.go), against the real apiserver with Tekton's and Argo's CRDs and the
-// Trainer simulator.
+// (container_test.go), against the real Trainer stack (test/internal/realstack) with Tekton's
+// and Argo's CRDs.
 package image_test
 
 import (
@@ -25,9 +25,9 @@ import (
 
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/test/internal/argoharness"
+	"github.com/trainstep/trainstep/test/internal/realstack"
 	"github.com/trainstep/trainstep/test/internal/tektonharness"
 	"github.com/trainstep/trainstep/test/internal/testenv"
-	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
 // The release, commit and time the release is built with, as `make release` passes them.
@@ -40,8 +40,13 @@ const (
 
 var stampCreated = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
+// stepTimeout bounds a step's run to its end on the real stack: the Trainer's and JobSet's
+// reconciles and kwok's stage delays, on a machine that runs other suites beside this one.
+const stepTimeout = 3 * time.Minute
+
 var (
-	env *testenv.Env
+	// stack is the real Trainer stack (test/internal/realstack) with Tekton's and Argo's CRDs.
+	stack *realstack.Stack
 	// c is an admin client that knows the Trainer's, Tekton's CustomRun and Argo's types.
 	c client.Client
 	// root is the repository; releaseTool and imageTool are hack/release and hack/image.
@@ -50,7 +55,7 @@ var (
 	dist string
 )
 
-func envCfg() *rest.Config { return env.Config }
+func envCfg() *rest.Config { return stack.Config }
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -66,24 +71,26 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	crds, err := crdDirs()
+	crds, err := crdPatterns()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return testenv.Run(m, &env, testenv.Options{ControllerManager: true, CRDDirs: crds}, func(ctx context.Context, e *testenv.Env) error {
+	// The real Trainer, JobSet and their webhooks, with kwok's nodes running the TrainJobs' pods:
+	// what the faces started from the image meet is what they meet in a cluster.
+	return realstack.RunWith(m, &stack, func(ctx context.Context, s *realstack.Stack) (func(), error) {
+		if err := s.InstallCRDs(ctx, crds...); err != nil {
+			return nil, err
+		}
 		scheme, err := tekton.Scheme()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := wfv1.AddToScheme(scheme); err != nil {
-			return err
+			return nil, err
 		}
-		if c, err = client.New(e.Config, client.Options{Scheme: scheme}); err != nil {
-			return err
-		}
-		_, err = trainersim.Start(ctx, e.Config, trainersim.ByLabel)
-		return err
+		c, err = client.New(s.Config, client.Options{Scheme: scheme})
+		return func() {}, err
 	})
 }
 
@@ -105,8 +112,8 @@ func prepare(dir string) error {
 	return buildRelease(context.Background(), dist)
 }
 
-// crdDirs are Tekton's CRDs (from its module) and Argo's (from ARGO_ASSETS).
-func crdDirs() ([]string, error) {
+// crdPatterns are Tekton's CRDs (from its module) and Argo's (from ARGO_ASSETS).
+func crdPatterns() ([]string, error) {
 	argo, err := argoharness.AssetsDir()
 	if err != nil {
 		return nil, err
@@ -115,7 +122,7 @@ func crdDirs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{tektonharness.CRDDir(tektonDir), argoharness.CRDDir(argo)}, nil
+	return []string{filepath.Join(tektonharness.CRDDir(tektonDir), "*.yaml"), filepath.Join(argoharness.CRDDir(argo), "*.yaml")}, nil
 }
 
 // stamp are the flags both tools take to build from this "commit".

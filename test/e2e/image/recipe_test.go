@@ -15,7 +15,6 @@ import (
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/testenv"
-	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
 // documentedRecipe is the container step that docs/cli.md gives (`executor run` in an Argo template;
@@ -40,7 +39,7 @@ func documentedRecipe(t *testing.T) corev1.Container {
 // succeeds and its outputs are files in --output-dir (/tmp/outputs in the recipe).
 func TestDocumentedContainerStepRunsFromTheImage(t *testing.T) {
 	recipe := documentedRecipe(t)
-	ns := env.Namespace(t)
+	ns := stack.Namespace(t)
 	// The step pod: a real object, since the recipe makes it the TrainJob's owner.
 	stepPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train-1234"},
 		Spec: corev1.PodSpec{ServiceAccountName: "step", Containers: []corev1.Container{{Name: "main", Image: recipe.Image}}}}
@@ -54,7 +53,7 @@ func TestDocumentedContainerStepRunsFromTheImage(t *testing.T) {
 	t.Cleanup(func() { _ = c.Delete(t.Context(), crb) })
 	require.NoError(t, c.Create(t.Context(), stepPod))
 
-	stepFile := "framework: xgboost\nlabels: {" + trainersim.ModeLabel + ": succeed}\ntrainer:\n  func: |\n    def train():\n        print(\"training\")\n"
+	stepFile := "framework: xgboost\ntrainer:\n  func: |\n    def train():\n        print(\"training\")\n"
 	rootfs, cfg := amd64(t)
 	r := start(t, rootfs, cfg, pod{Namespace: ns, Name: stepPod.Name, UID: string(stepPod.UID), ServiceAccount: "step",
 		// The step file, as a ConfigMap volume would mount it.

@@ -31,7 +31,6 @@ import (
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
 	"github.com/trainstep/trainstep/test/internal/argotest"
 	"github.com/trainstep/trainstep/test/internal/testenv"
-	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
 // amd64 is the amd64 image of the release and its config.
@@ -114,9 +113,18 @@ func TestReleaseTektonInstallRunsAStepFromTheImage(t *testing.T) {
 	tektonRunsAStep(t, "trainstep-system", "trainstep-tekton-controller", releaseImage(t))
 }
 
+// exampleStep is the README's first example, examples/steps/hello-xgboost.yaml, as the user has
+// it: each face installed runs it.
+func exampleStep(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "examples", "steps", "hello-xgboost.yaml"))
+	require.NoError(t, err)
+	return string(b)
+}
+
 // tektonRunsAStep starts the container of the Tekton controller's Deployment ns/name from the
-// image as its ServiceAccount, and runs a CustomRun naming TrainStep to Succeeded. The
-// Deployment names image.
+// image as its ServiceAccount, and runs a CustomRun naming TrainStep with the README's first
+// example to Succeeded. The Deployment names image.
 func tektonRunsAStep(t *testing.T, ns, name, image string) {
 	t.Helper()
 	p, ctr := deployment(t, ns, name)
@@ -125,22 +133,14 @@ func tektonRunsAStep(t *testing.T, ns, name, image string) {
 	r := start(t, rootfs, cfg, p, ctr)
 	r.ready(t, ctr)
 
-	runNS := env.Namespace(t)
-	run := &v1beta1.CustomRun{}
-	require.NoError(t, yaml.UnmarshalStrict([]byte(`
-metadata: {name: train}
-spec:
-  customRef: {apiVersion: `+tekton.APIVersion+`, kind: `+tekton.Kind+`}
-  params:
-  - name: step
-    value: |
-      framework: xgboost
-      labels: {`+trainersim.ModeLabel+`: succeed}
-      trainer:
-        func: |
-          def train():
-              print("training")
-`), run))
+	runNS := stack.Namespace(t)
+	run := &v1beta1.CustomRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "train"},
+		Spec: v1beta1.CustomRunSpec{
+			CustomRef: &v1beta1.TaskRef{APIVersion: tekton.APIVersion, Kind: tekton.Kind},
+			Params:    []v1beta1.Param{{Name: "step", Value: v1beta1.ParamValue{Type: v1beta1.ParamTypeString, StringVal: exampleStep(t)}}},
+		},
+	}
 	run.APIVersion, run.Kind, run.Namespace = v1beta1.GroupVersion.String(), "CustomRun", runNS
 	require.NoError(t, c.Create(t.Context(), run))
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
@@ -153,8 +153,8 @@ spec:
 			}
 		}
 		assert.Equal(ct, "True "+tekton.ReasonSucceeded, cond)
-	}, testenv.Timeout, testenv.Interval, "the CustomRun did not succeed; controller log:\n%s", tail(r.Log.String(), 30))
-	tjs := testenv.TrainJobs(t.Context(), t, env.Client, runNS)
+	}, stepTimeout, testenv.Interval, "the CustomRun did not succeed; controller log:\n%s", tail(r.Log.String(), 30))
+	tjs := testenv.TrainJobs(t.Context(), t, stack.Client, runNS)
 	require.Len(t, tjs, 1)
 	assert.Equal(t, tekton.Engine, tjs[0].Labels[trainjob.LabelEngine])
 }
@@ -170,7 +170,7 @@ func TestReleaseArgoInstallRunsAStepFromTheImage(t *testing.T) {
 	argoRunsAStep(t, ns, ns, "trainstep-argo-janitor", releaseImage(t))
 }
 
-// argoRunsAStep starts the janitor of the Deployment janitorNS/janitorName from the image to
+// argoRunsAStep (with the README's first example as the step) starts the janitor of the Deployment janitorNS/janitorName from the image to
 // ready, and the plugin's sidecar from its ConfigMap in the workflow namespace ns as the agent
 // pod would run it, which answers template.execute until the step succeeds. Both name image.
 func argoRunsAStep(t *testing.T, ns, janitorNS, janitorName, image string) {
@@ -202,14 +202,7 @@ func argoRunsAStep(t *testing.T, ns, janitorNS, janitorName, image string) {
 	url := "http://127.0.0.1:" + strconv.Itoa(r.Port(t, sidecar.Ports[0].ContainerPort))
 	r.waitHTTP(t, r.Port(t, sidecar.Ports[0].ContainerPort), "/readyz")
 
-	args, err := argotest.Args(wf.Name, ns, string(wf.UID), `key: train
-framework: xgboost
-labels: {`+trainersim.ModeLabel+`: succeed}
-trainer:
-  func: |
-    def train():
-        print("training")
-`)
+	args, err := argotest.Args(wf.Name, ns, string(wf.UID), "key: train\n"+exampleStep(t))
 	require.NoError(t, err)
 	var phase wfv1.NodePhase
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
@@ -219,7 +212,7 @@ trainer:
 		require.NotNil(ct, reply.Node, "body: %s", reply.Body)
 		phase = reply.Node.Phase
 		assert.Equal(ct, wfv1.NodeSucceeded, phase, reply.Node.Message)
-	}, testenv.Timeout, testenv.Interval, "the step did not succeed (last %s); plugin log:\n%s", phase, tail(r.Log.String(), 30))
+	}, stepTimeout, testenv.Interval, "the step did not succeed (last %s); plugin log:\n%s", phase, tail(r.Log.String(), 30))
 	tjs := &trainer.TrainJobList{}
 	// The workflow's own: other tests install the face in the same namespace.
 	require.NoError(t, c.List(t.Context(), tjs, client.InNamespace(ns), client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)}))
