@@ -12,6 +12,7 @@ import (
 
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainers"
+	"github.com/trainstep/trainstep/core/trainjob"
 )
 
 // AttemptEnv is the retry attempt the local backend gives every node (a cluster's TrainJob does
@@ -96,4 +97,11 @@ func (w *resumeWatch) from() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.path
+}
+
+// withResume is obs with the attempt and the checkpoint it resumed from: the local backend
+// always knows its attempt, so its runs carry the resume outputs.
+func withResume(obs trainjob.Observation, attempt int, resumedFrom string) trainjob.Observation {
+	obs.Attempt, obs.ResumedFrom = &attempt, resumedFrom
+	return obs
 }

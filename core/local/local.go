@@ -321,8 +321,7 @@ func finish(tj *trainer.TrainJob, failed *NodeResult) {
 // Observe renders a local result the way every face renders a cluster one, log tail included.
 func (res *Result) Observe() trainjob.Observation {
 	obs := trainjob.Observe(res.TrainJob, nil).WithResult(res.Result)
-	attempt := res.Attempt
-	obs.Attempt, obs.ResumedFrom = &attempt, res.ResumedFrom
+	obs = withResume(obs, res.Attempt, res.ResumedFrom)
 	if note := obs.ResumeNote(); note != "" {
 		obs.Message += "; " + note
 	}

@@ -109,7 +109,6 @@ func (s *statusServer) stop() {
 	_ = s.srv.Shutdown(ctx)
 }
 
-// last is the status as last applied, or nil.
 // lastOrZero is the last status reported, or an empty one.
 func (s *statusServer) lastOrZero() trainer.TrainerStatus {
 	if ts := s.last(); ts != nil {
@@ -118,6 +117,7 @@ func (s *statusServer) lastOrZero() trainer.TrainerStatus {
 	return trainer.TrainerStatus{}
 }
 
+// last is the status as last applied, or nil.
 func (s *statusServer) last() *trainer.TrainerStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -270,8 +270,7 @@ func (r *Runner) progress(tj *trainer.TrainJob, nodes int, resumed *resumeWatch)
 		obs := trainjob.Observe(snap, nil)
 		obs.Phase, obs.Reason = trainjob.PhaseRunning, "Running"
 		obs.NumNodes, obs.RunningNodes = int32(nodes), int32(nodes)
-		attempt := r.Attempt
-		obs.Attempt, obs.ResumedFrom = &attempt, resumed.from()
+		obs = withResume(obs, r.Attempt, resumed.from())
 		obs.Message = obs.RunningMessage()
 		r.OnProgress(obs)
 	}
