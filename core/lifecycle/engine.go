@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/step"
@@ -128,7 +129,7 @@ func (s Status) Done() bool {
 func (e *Engine) Look(ctx context.Context, s Step) Status {
 	tj, err := e.Find(ctx, s.Namespace, s.Identity)
 	if err != nil {
-		return lookFailed(s, err)
+		return withAttempt(s, lookFailed(s, err))
 	}
 	return e.LookAt(ctx, s, tj)
 }
@@ -141,6 +142,22 @@ func (e *Engine) LookAt(ctx context.Context, s Step, tj *trainer.TrainJob) Statu
 	st := e.look(ctx, s, tj)
 	if st.Err != nil && st.Message == "" {
 		st.Message = st.Err.Error() // what a face shows while it tries again
+	}
+	return e.store(ctx, s, tj, withAttempt(s, st))
+}
+
+// withAttempt gives the status of a step that names a checkpoint its attempt, so every face
+// writes its attempt and resumed-from outputs (trainjob.ResumeOutputNames) and the final
+// message says what a resumed step resumed from. A step without one writes neither: they say nothing
+// about a step that cannot resume.
+func withAttempt(s Step, st Status) Status {
+	if s.Spec == nil || s.Spec.Checkpoint == nil {
+		return st
+	}
+	st.Attempt = ptr.To(s.Identity.Attempt)
+	// The checkpoint is known from rank 0's termination message, so once the step ended.
+	if note := st.ResumeNote(); note != "" && st.Phase.Terminal() {
+		st.Message += "; " + note
 	}
 	return st
 }

@@ -89,10 +89,18 @@ func (e *Engine) submit(ctx context.Context, s Step) Status {
 	if err != nil {
 		return e.planningFailed(s, err)
 	}
+	ckey, err := cacheKey(s, plan)
+	if err != nil {
+		return invalid(s, err)
+	}
+	if st, ok := e.served(ctx, s, ckey); ok {
+		return st
+	}
 	obj, err := plan.Object(s.Identity)
 	if err != nil {
 		return invalid(s, err)
 	}
+	markCached(obj, ckey)
 	key := client.ObjectKeyFromObject(obj)
 	e.Creates.add(key, e.now()) // before the create: its watch event may come before it returns
 	tj, created, err := trainjob.Submit(ctx, submitter{Reader: e.API, Writer: e.Writer}, obj, s.Identity)
@@ -105,7 +113,7 @@ func (e *Engine) submit(ctx context.Context, s Step) Status {
 	msg := fmt.Sprintf("TrainJob %s is starting: 0/%d nodes running", tj.Name, plan.NumNodes())
 	st := Status{Created: created, Observation: trainjob.Observation{Namespace: tj.Namespace, Name: tj.Name,
 		Phase: trainjob.PhasePending, Reason: string(trainjob.PhasePending), Message: msg,
-		Runtime: plan.Runtime.Name, Framework: tj.Labels[trainjob.LabelFramework]}}
+		Runtime: plan.Runtime.Name, Framework: tj.Labels[trainjob.LabelFramework], CacheKey: ckey}}
 	st.Wake = e.deadline(s)
 	return st
 }

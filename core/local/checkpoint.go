@@ -1,11 +1,9 @@
 package local
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,10 +12,6 @@ import (
 	"github.com/trainstep/trainstep/core/trainers"
 	"github.com/trainstep/trainstep/core/trainjob"
 )
-
-// AttemptEnv is the retry attempt the local backend gives every node (a cluster's TrainJob does
-// not carry it yet).
-const AttemptEnv = "TRAINSTEP_ATTEMPT"
 
 // CheckpointRoot is where local checkpoints are kept unless a flag says otherwise:
 // $XDG_STATE_HOME/trainstep/checkpoints, or ~/.local/state/trainstep/checkpoints. They are
@@ -33,39 +27,15 @@ func CheckpointRoot() (string, error) {
 	return filepath.Join(home, ".local", "state", "trainstep", "checkpoints"), nil
 }
 
-// CheckpointDir is one step's checkpoint directory under root: <owner UID, or "local">/<step
-// key>, the same for every attempt, so an attempt resumes what the one before it saved. Each
-// part is made one safe path element (an Argo node name holds brackets, dots and spaces).
+// CheckpointDir is one step's checkpoint directory under root: step.StepPath, <owner UID, or
+// "local">/<step key>, as on a cluster's volume, the same for every attempt.
 func CheckpointDir(root, ownerUID, stepKey string) string {
-	if ownerUID == "" {
-		ownerUID = "local"
-	}
-	if stepKey == "" {
-		stepKey = "run"
-	}
-	return filepath.Join(root, pathElement(ownerUID), pathElement(stepKey))
-}
-
-var unsafePath = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-// pathElement is s when it is a plain file name, else s with every other run of characters made
-// "_" and a short hash of s, so two keys never share a directory.
-func pathElement(s string) string {
-	clean := unsafePath.ReplaceAllString(s, "_")
-	if clean == s && len(s) <= 128 && strings.Trim(s, ".") != "" {
-		return s
-	}
-	clean = strings.Trim(clean, "._")
-	if len(clean) > 64 {
-		clean = clean[:64]
-	}
-	sum := sha256.Sum256([]byte(s))
-	return fmt.Sprintf("%s-%x", clean, sum[:4])
+	return filepath.Join(root, filepath.FromSlash(step.StepPath(ownerUID, stepKey)))
 }
 
 // checkpointEnv is what a node gets for its checkpoints besides the TrainJob's own env.
 func (r *Runner) checkpointEnv() []string {
-	env := []string{AttemptEnv + "=" + strconv.Itoa(r.Attempt)}
+	env := []string{step.AttemptEnv + "=" + strconv.Itoa(r.Attempt)}
 	if r.CheckpointDir != "" {
 		env = append(env, step.CheckpointDirEnv+"="+r.CheckpointDir)
 	}

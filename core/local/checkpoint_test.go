@@ -73,7 +73,7 @@ func TestRunGivesTheCheckpointDirAndReadsWhatRank0ResumedFrom(t *testing.T) {
 	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "local"}, Spec: trainer.TrainJobSpec{Trainer: &trainer.Trainer{
 		NumNodes: ptr.To[int32](2),
 		Env:      []corev1.EnvVar{{Name: step.CheckpointDirEnv, Value: "/mnt/ckpt/checkpoints"}},
-		Command: []string{"bash", "-c", `echo "node $JAX_PROCESS_ID: $` + step.CheckpointDirEnv + ` attempt $` + AttemptEnv + `"
+		Command: []string{"bash", "-c", `echo "node $JAX_PROCESS_ID: $` + step.CheckpointDirEnv + ` attempt $` + step.AttemptEnv + `"
 if [ "$JAX_PROCESS_ID" = 0 ]; then echo "` + trainers.ResumedFromLine + `$` + step.CheckpointDirEnv + `/step-400"; fi`},
 	}}}
 	var seen []trainjob.Observation

@@ -1,9 +1,11 @@
 package step
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"net/url"
 	"path"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,13 +18,16 @@ import (
 type Checkpoint struct {
 	// Volume names one of pod.volumes that pod.volumeMounts mounts into the trainer container.
 	Volume string `json:"volume,omitempty"`
-	// Path is the sub-directory of the volume's mountPath; DefaultCheckpointPath when empty.
+	// Path is the sub-directory of the volume's mountPath. Empty: one per logical step,
+	// DefaultCheckpointPath/<owner UID>/<step key> (StepPath), which every attempt shares and a
+	// new run of the pipeline does not.
 	Path string `json:"path,omitempty"`
 	// URI is an object-store location (s3://…, gs://…) the training code writes to itself.
 	URI string `json:"uri,omitempty"`
 }
 
-// DefaultCheckpointPath is checkpoint.path when a volume is named without one.
+// DefaultCheckpointPath is where, on the volume, the per-step directories of a block without
+// checkpoint.path are.
 const DefaultCheckpointPath = "checkpoints"
 
 // The env a step's trainer container gets for its checkpoints. CheckpointDirEnv and
@@ -33,11 +38,19 @@ const (
 	CheckpointDirEnv = "TRAINSTEP_CHECKPOINT_DIR"
 	CheckpointURIEnv = "TRAINSTEP_CHECKPOINT_URI"
 	ResumeFromEnv    = "TRAINSTEP_RESUME_FROM"
+	// AttemptEnv is the retry attempt (from 0) the step runs as, on every node of a step with a
+	// checkpoint block (and always under --local).
+	AttemptEnv = "TRAINSTEP_ATTEMPT"
 )
 
+// CheckpointEnvNames are the env names the checkpoint block sets, which the step's own env may
+// not.
+var CheckpointEnvNames = []string{CheckpointDirEnv, CheckpointURIEnv, AttemptEnv}
+
 // Dir is the checkpoint directory inside the trainer container: the volume's mountPath joined
-// with Path. It is empty for a URI, or when the volume is not mounted (Validate refuses that).
-func (c *Checkpoint) Dir(pod *Pod) string {
+// with Path, or with DefaultCheckpointPath/stepPath (StepPath of the attempt's identity). It is
+// empty for a URI, or when the volume is not mounted (Validate refuses that).
+func (c *Checkpoint) Dir(pod *Pod, stepPath string) string {
 	if c == nil || c.Volume == "" {
 		return ""
 	}
@@ -47,22 +60,56 @@ func (c *Checkpoint) Dir(pod *Pod) string {
 	}
 	p := c.Path
 	if p == "" {
-		p = DefaultCheckpointPath
+		p = path.Join(DefaultCheckpointPath, stepPath)
 	}
 	return path.Join(m.MountPath, p)
 }
 
-// Env is the checkpoint env of the trainer container: the directory, or the URI.
-func (c *Checkpoint) Env(pod *Pod) []corev1.EnvVar {
+// Env is the checkpoint env of the trainer container of one attempt: the directory or the URI,
+// and the attempt.
+func (c *Checkpoint) Env(pod *Pod, stepPath string, attempt int) []corev1.EnvVar {
+	var env []corev1.EnvVar
 	switch {
 	case c == nil:
 		return nil
 	case c.URI != "":
-		return []corev1.EnvVar{{Name: CheckpointURIEnv, Value: c.URI}}
-	case c.Dir(pod) != "":
-		return []corev1.EnvVar{{Name: CheckpointDirEnv, Value: c.Dir(pod)}}
+		env = append(env, corev1.EnvVar{Name: CheckpointURIEnv, Value: c.URI})
+	case c.Dir(pod, stepPath) != "":
+		env = append(env, corev1.EnvVar{Name: CheckpointDirEnv, Value: c.Dir(pod, stepPath)})
 	}
-	return nil
+	return append(env, corev1.EnvVar{Name: AttemptEnv, Value: fmt.Sprint(attempt)})
+}
+
+// StepPath is one logical step's directory, relative: <owner UID>/<step key>, the same for
+// every attempt of the step (the owner is the pipeline run: the Workflow, the CustomRun, or
+// --owner-uid; "local" when none), so an attempt resumes what the one before it saved, and a
+// new run of the pipeline starts afresh. Each part is made one safe path element: an Argo node
+// name holds brackets, dots and spaces.
+func StepPath(ownerUID, stepKey string) string {
+	if ownerUID == "" {
+		ownerUID = "local"
+	}
+	if stepKey == "" {
+		stepKey = "run"
+	}
+	return pathElement(ownerUID) + "/" + pathElement(stepKey)
+}
+
+var unsafePath = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// pathElement is s when it is a plain file name, else s with every other run of characters made
+// "_" and a short hash of s, so two keys never share a directory.
+func pathElement(s string) string {
+	clean := unsafePath.ReplaceAllString(s, "_")
+	if clean == s && len(s) <= 128 && strings.Trim(s, ".") != "" {
+		return s
+	}
+	clean = strings.Trim(clean, "._")
+	if len(clean) > 64 {
+		clean = clean[:64]
+	}
+	sum := sha256.Sum256([]byte(s))
+	return fmt.Sprintf("%s-%x", clean, sum[:4])
 }
 
 // checkpointMount is the first of pod.volumeMounts that mounts the volume named, or nil.

@@ -1,6 +1,8 @@
 package step
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,11 +30,14 @@ func TestCheckpointBlock(t *testing.T) {
 		wantEnv []corev1.EnvVar
 		wantErr []string // substrings of the one error
 	}{
-		"volume, default path": {block: "{volume: ckpt}", wantEnv: []corev1.EnvVar{{Name: CheckpointDirEnv, Value: "/mnt/ckpt/checkpoints"}}},
-		"volume and path":      {block: "{volume: ckpt, path: runs/llama/}", wantEnv: []corev1.EnvVar{{Name: CheckpointDirEnv, Value: "/mnt/ckpt/runs/llama"}}},
-		"uri":                  {block: "{uri: 's3://bucket/runs/llama'}", wantEnv: []corev1.EnvVar{{Name: CheckpointURIEnv, Value: "s3://bucket/runs/llama"}}},
-		"empty":                {block: "{}", wantErr: []string{"checkpoint: Required value", "volume: <a volume pod.volumeMounts mounts>"}},
-		"both":                 {block: "{volume: ckpt, uri: 's3://b/p'}", wantErr: []string{"checkpoint: Invalid value", "not both"}},
+		"volume, a directory per step": {block: "{volume: ckpt}", wantEnv: []corev1.EnvVar{
+			{Name: CheckpointDirEnv, Value: "/mnt/ckpt/checkpoints/0b7e-uid/wf-x7k2p.train_1-ee98db29"}, {Name: AttemptEnv, Value: "2"}}},
+		"volume and path, the step's own": {block: "{volume: ckpt, path: runs/llama/}", wantEnv: []corev1.EnvVar{
+			{Name: CheckpointDirEnv, Value: "/mnt/ckpt/runs/llama"}, {Name: AttemptEnv, Value: "2"}}},
+		"uri, passed through": {block: "{uri: 's3://bucket/runs/llama'}", wantEnv: []corev1.EnvVar{
+			{Name: CheckpointURIEnv, Value: "s3://bucket/runs/llama"}, {Name: AttemptEnv, Value: "2"}}},
+		"empty": {block: "{}", wantErr: []string{"checkpoint: Required value", "volume: <a volume pod.volumeMounts mounts>"}},
+		"both":  {block: "{volume: ckpt, uri: 's3://b/p'}", wantErr: []string{"checkpoint: Invalid value", "not both"}},
 		"unknown volume lists the mounted ones": {block: "{volume: cache}",
 			wantErr: []string{"checkpoint.volume", `"cache"`, "mounted: ckpt, data, creds"}},
 		"no pod block":             {block: "{volume: ckpt}", noPod: true, wantErr: []string{"checkpoint.volume", "mounts no volume", "pod.volumeMounts"}},
@@ -59,7 +64,7 @@ func TestCheckpointBlock(t *testing.T) {
 			}
 			if tc.wantErr == nil {
 				require.NoError(t, err)
-				assert.Equal(t, tc.wantEnv, s.Checkpoint.Env(s.Pod))
+				assert.Equal(t, tc.wantEnv, s.Checkpoint.Env(s.Pod, StepPath("0b7e-uid", "wf-x7k2p.train[1]"), 2))
 				return
 			}
 			require.Error(t, err)
@@ -76,7 +81,26 @@ func TestCheckpointBlock(t *testing.T) {
 
 func TestNoCheckpointBlockHasNoEnv(t *testing.T) {
 	var c *Checkpoint
-	assert.Nil(t, c.Env(nil))
-	assert.Empty(t, c.Dir(nil))
+	assert.Nil(t, c.Env(nil, "u/k", 1))
+	assert.Empty(t, c.Dir(nil, "u/k"))
 	assert.Empty(t, c.Validate(nil, nil))
+}
+
+func TestStepPathIsOnePerOwnerAndStepKey(t *testing.T) {
+	cases := []struct{ owner, key, want string }{
+		{"0b7e-uid", "train", "0b7e-uid/train"},
+		{"", "", "local/run"},
+		{"u", "..", "u/-" + shortSum("..")},
+		{"u", "a/b", "u/a_b-" + shortSum("a/b")},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, StepPath(tc.owner, tc.key), "owner %q key %q", tc.owner, tc.key)
+	}
+	assert.NotEqual(t, StepPath("u", "a/b"), StepPath("u", "a_b"), "keys made safe stay apart")
+	assert.NotEqual(t, StepPath("u1", "k"), StepPath("u2", "k"), "a new run of the pipeline starts afresh")
+}
+
+func shortSum(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:4])
 }

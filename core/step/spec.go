@@ -31,6 +31,9 @@ type Spec struct {
 	// Checkpoint is where the step's checkpoints live, the same for every attempt, so a retry
 	// resumes (checkpoint.go).
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Cache serves a step the same as one that succeeded from that one's outputs, instead of
+	// training again (cache.go).
+	Cache *Cache `json:"cache,omitempty"`
 	// Labels and Annotations go on the TrainJob's metadata (spec.labels was removed in Trainer v2.2).
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`

@@ -58,7 +58,7 @@ func TestScriptOffersTheNewestCompleteCheckpoint(t *testing.T) {
 				return
 			}
 			want := filepath.Join(root, tc.want)
-			assert.JSONEq(t, `{"`+ResultMarker+`": "`+want+`"}`, msg)
+			assert.JSONEq(t, `{"`+ResultMarker+`": "`+want+`", "`+ResumedFromMarker+`": "`+want+`"}`, msg, "returned, and written beside it for the face")
 			assert.Contains(t, out, ResumedFromLine+want+"\n")
 		})
 	}
@@ -95,9 +95,9 @@ func runSave(t *testing.T, args string, env ...string) (out string, got map[stri
 	t.Helper()
 	out, msg, err := runResult(t, saveSource+"\n\ndef train():\n    return _save("+args+")\n", env...)
 	if msg != "" {
-		var body map[string]map[string]any
+		var body map[string]json.RawMessage
 		require.NoError(t, json.Unmarshal([]byte(msg), &body), msg)
-		got = body[ResultMarker]
+		require.NoError(t, json.Unmarshal(body[ResultMarker], &got), msg)
 	}
 	return out, got, err
 }

@@ -139,8 +139,9 @@ func ResultLimit(containers int) int {
 }
 
 // resultWriter writes the function's return value on rank 0 to the container's termination
-// message as {"trainstep.dev/result": <value>} (trainjob.ReadResult reads it). None writes
-// nothing. The value is converted to JSON value by value, so one odd value never costs the
+// message as {"trainstep.dev/result": <value>} (trainjob.ReadResult reads it), and the
+// checkpoint the function resumed from as "trainstep.dev/resumed-from"; None writes no result.
+// The value is converted to JSON value by value, so one odd value never costs the
 // others their result-<key> output:
 //   - NaN, Infinity and -Infinity become the strings "NaN", "Infinity", "-Infinity" (proto3's
 //     JSON spelling, which KFP uses, and what Python's float(), Go's ParseFloat and JavaScript's
@@ -164,7 +165,8 @@ var resultWriter = `def _trainstep_write_result(value):
         if os.environ.get(name):
             rank = os.environ[name]
             break
-    if rank != "0" or value is None:
+    resumed = os.environ.get("` + step.ResumeFromEnv + `")
+    if rank != "0" or (value is None and not resumed):
         return
     notes, unconverted = [], []
 
@@ -244,13 +246,15 @@ var resultWriter = `def _trainstep_write_result(value):
         unconverted.append(where(path))
         return repr(v)
 
-    body = {"` + ResultMarker + `": plain(value, "", 0)}
+    body = {} if value is None else {"` + ResultMarker + `": plain(value, "", 0)}
     for n in notes:
         print("trainstep: result " + n, file=sys.stderr)
     for u in unconverted:
         print("trainstep: result %s has no JSON form; it is written as its repr() string" % u, file=sys.stderr)
     if unconverted:
         body["` + UnconvertedMarker + `"] = unconverted
+    if resumed:
+        body["` + ResumedFromMarker + `"] = resumed
     data = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
     if len(data) > @LIMIT@:
         sys.exit("trainstep: the training function returned %d bytes as JSON, over the @LIMIT@ this pod's termination message holds (@DETAIL@); write large results to storage and return their URI, e.g. {'model_uri': 's3://bucket/model'}" % len(data))
@@ -260,6 +264,11 @@ var resultWriter = `def _trainstep_write_result(value):
             f.write(data)
     except OSError as e:
         print("trainstep: could not write the return value to %s: %s" % (path, e), file=sys.stderr)`
+
+// ResumedFromMarker is, next to the result in the termination message, the checkpoint the
+// script offered the function ($TRAINSTEP_RESUME_FROM): how a face learns what a step on a
+// cluster resumed from.
+const ResumedFromMarker = "trainstep.dev/resumed-from"
 
 // UnconvertedMarker lists, next to the result in the termination message, the values the script
 // wrote as their repr() because they have no JSON form.

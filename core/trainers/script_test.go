@@ -191,6 +191,31 @@ func TestScriptWritesTheReturnValueOnRankZero(t *testing.T) {
 	assert.Empty(t, msg, "None writes nothing")
 }
 
+// A function offered a checkpoint has it written beside its result, for the face to report;
+// one that returned None writes that alone.
+func TestScriptWritesWhatItResumedFrom(t *testing.T) {
+	root := t.TempDir()
+	saved := filepath.Join(root, "step-40")
+	require.NoError(t, os.Mkdir(saved, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(saved, CheckpointMarker), []byte("40\n"), 0o644))
+	dir := step.CheckpointDirEnv + "=" + root
+	out, msg, err := runResult(t, "def train():\n    return 7\n", dir)
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResultMarker+`": 7, "`+ResumedFromMarker+`": "`+saved+`"}`, msg)
+
+	out, msg, err = runResult(t, "def train():\n    pass\n", dir)
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResumedFromMarker+`": "`+saved+`"}`, msg)
+
+	out, msg, err = runResult(t, "def train():\n    return 7\n", dir, "RANK=1")
+	require.NoError(t, err, out)
+	assert.Empty(t, msg, "only rank 0 writes")
+
+	out, msg, err = runResult(t, "def train():\n    return 7\n", step.CheckpointDirEnv+"="+t.TempDir(), step.ResumeFromEnv+"=/stale")
+	require.NoError(t, err, out)
+	assert.JSONEq(t, `{"`+ResultMarker+`": 7}`, msg, "no checkpoint saved: nothing resumed, whatever the env said before")
+}
+
 // numpyLike emulates what the script meets in ML code without needing numpy on the test
 // machine, by the same protocol numpy, torch and jax objects offer: numpy.float64 is a float
 // subclass; numpy.float32/int64/bool_ scalars and 0-d arrays have item() and tolist() giving a

@@ -17,6 +17,15 @@ const (
 	LabelKueueQueue    = "kueue.x-k8s.io/queue-name"
 )
 
+// The step cache's key on the TrainJob a step with a cache block creates (core/stepcache): the
+// whole key as an annotation, read by the look that sees the job succeed to store its outputs
+// (so cached TrainJobs keep it, TrimTrainJob); its first 40 characters as a label, to find the
+// job by.
+const (
+	AnnotationCacheKey = "trainstep.dev/cache-key"
+	LabelCacheKey      = "trainstep.dev/cache-key"
+)
+
 // AnnotationStartedAt is the annotation a face puts on a TrainJob, once, when it first sees it
 // started (Observation.Started): when, in RFC 3339. It is how any face, restarted or not, knows
 // that startTimeout no longer applies: the Trainer keeps no Running condition and its jobsStatus

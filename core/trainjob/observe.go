@@ -91,6 +91,10 @@ type Observation struct {
 	// out); ResumedFrom is the checkpoint the command script offered the function (resume.go).
 	Attempt     *int
 	ResumedFrom string
+	// CacheKey is the step's cache key, when it has a cache block (cached.go); Cached, when
+	// set, is the stored success it was served from instead of training.
+	CacheKey string
+	Cached   *Cached
 }
 
 // TrainerPods selects the pods that run the trainer: node, and launcher for MPI runtimes.
@@ -236,7 +240,7 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 		}
 	}
 	result := podResult(trainerPods)
-	o.Result = result.Value
+	o.Result, o.ResumedFrom = result.Value, result.ResumedFrom
 	initRunning, initDone := initializers(pods, tj.Name)
 	allRunning := o.NumNodes > 0 && o.RunningNodes >= o.NumNodes
 	o.Started = allRunning || len(initRunning) > 0 || len(initDone) > 0

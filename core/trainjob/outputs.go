@@ -56,18 +56,18 @@ func IsResultKeyOutput(name string) bool {
 	return ok && resultKeyName.MatchString(key)
 }
 
-// OrderedNames lists outs in a stable order: OutputNames, the resume outputs when there, then
-// the result-<key> outputs sorted.
+// OrderedNames lists outs in a stable order: OutputNames, the resume and cache outputs when
+// there, then the result-<key> outputs sorted.
 func OrderedNames(outs map[string]string) []string {
 	names := slices.Clone(OutputNames)
-	for _, n := range ResumeOutputNames {
+	for _, n := range slices.Concat(ResumeOutputNames, CacheOutputNames) {
 		if _, ok := outs[n]; ok {
 			names = append(names, n)
 		}
 	}
 	var extra []string
 	for n := range outs {
-		if !slices.Contains(OutputNames, n) && !slices.Contains(ResumeOutputNames, n) {
+		if !slices.Contains(names, n) {
 			extra = append(extra, n)
 		}
 	}
@@ -149,5 +149,5 @@ func (o Observation) Outputs() map[string]string {
 			out[n] = ""
 		}
 	}
-	return out
+	return o.cacheOutputs(out)
 }

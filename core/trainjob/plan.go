@@ -109,7 +109,7 @@ func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Pl
 			return nil, step.Invalid(errs)
 		}
 	}
-	if errs := addCheckpointEnv(&parts, s); len(errs) > 0 {
+	if errs := checkpointEnvErrors(parts, s); len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
 	plan := &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, API: api, Warnings: sel.Warnings}
@@ -155,7 +155,7 @@ func (p *Plan) TrainJob(id Identity) *trainer.TrainJob {
 	tr := &trainer.Trainer{
 		Command:          p.Parts.Command,
 		Args:             p.Parts.Args,
-		Env:              p.Parts.Env,
+		Env:              p.trainerEnv(id),
 		NumNodes:         p.Parts.NumNodes,
 		ResourcesPerNode: p.Parts.Resources,
 		NumProcPerNode:   p.Parts.NumProcPerNode,
@@ -263,21 +263,31 @@ func containerEnvNames(env []corev1.EnvVar, rt *runtimes.Runtime) []string {
 	return names
 }
 
-// addCheckpointEnv gives the trainer container the step's checkpoint location: the same env on
-// every node and every attempt (the TrainJob's spec.trainer.env), which is what lets a retry,
-// a new TrainJob, find what the one before it saved. A name the user set elsewhere is a conflict.
-func addCheckpointEnv(parts *trainers.Parts, s *step.Spec) field.ErrorList {
-	env := s.Checkpoint.Env(s.Pod)
-	for _, e := range env {
-		for _, have := range parts.Env {
-			if have.Name == e.Name {
-				return field.ErrorList{field.Invalid(field.NewPath("checkpoint"), e.Value,
-					fmt.Sprintf("sets %s, which trainer.env, runtimeConfig.env or pod.env also sets; remove it there (the checkpoint block sets it) or remove the checkpoint block", e.Name))}
-			}
+// checkpointEnvErrors refuses a step that sets, in trainer.env, runtimeConfig.env or pod.env,
+// an env name its checkpoint block sets (TrainJob adds that env, per attempt).
+func checkpointEnvErrors(parts trainers.Parts, s *step.Spec) field.ErrorList {
+	if s.Checkpoint == nil {
+		return nil
+	}
+	for _, have := range parts.Env {
+		if slices.Contains(step.CheckpointEnvNames, have.Name) {
+			return field.ErrorList{field.Invalid(field.NewPath("checkpoint"), have.Name,
+				fmt.Sprintf("sets %s, which trainer.env, runtimeConfig.env or pod.env also sets; remove it there (the checkpoint block sets it) or remove the checkpoint block", have.Name))}
 		}
 	}
-	parts.Env = append(parts.Env, env...)
 	return nil
+}
+
+// trainerEnv is the trainer container's env for one attempt: the step's, then its checkpoint
+// location and attempt. The location is the same on every node and every attempt of the step
+// (step.StepPath of the identity), which is what lets a retry, a new TrainJob, find what the
+// one before it saved.
+func (p *Plan) trainerEnv(id Identity) []corev1.EnvVar {
+	ckpt := p.Spec.Checkpoint.Env(p.Spec.Pod, step.StepPath(id.OwnerUID, id.StepKey), id.Attempt)
+	if len(ckpt) == 0 {
+		return p.Parts.Env
+	}
+	return append(slices.Clone(p.Parts.Env), ckpt...)
 }
 
 func podErrors(pod *step.Pod, api API, env []corev1.EnvVar, policy runtimes.Policy) field.ErrorList {

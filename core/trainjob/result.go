@@ -30,6 +30,8 @@ type ResultMessage struct {
 	Value string
 	// Unconverted names the values the script wrote as their repr() (no JSON form).
 	Unconverted []string
+	// ResumedFrom is the checkpoint the function was offered on this run ("" when none).
+	ResumedFrom string
 	// Reason and Problem say why a message that carries the marker is not a usable result (cut
 	// by the kubelet, duplicate keys); both empty when it is.
 	Reason, Problem string
@@ -51,17 +53,21 @@ func ReadResult(msg string) (r ResultMessage, ok bool) {
 		return ResultMessage{Reason: ReasonResultTruncated,
 			Problem: fmt.Sprintf("the termination message is not whole JSON (%d bytes, %v)", len(msg), err)}, true
 	}
+	if from, has := m[trainers.ResumedFromMarker]; has {
+		_ = json.Unmarshal(from, &r.ResumedFrom) // a note only, like the unconverted list
+	}
 	v, ok := m[ResultMarker]
 	if !ok {
-		return ResultMessage{}, false
+		// A function that returned None writes only what it resumed from.
+		return ResultMessage{ResumedFrom: r.ResumedFrom}, r.ResumedFrom != ""
 	}
 	if dup := duplicateKey(v); dup != "" {
-		return ResultMessage{Reason: ReasonResultInvalid,
+		return ResultMessage{Reason: ReasonResultInvalid, ResumedFrom: r.ResumedFrom,
 			Problem: fmt.Sprintf("the return value has the key %q twice, so one value would be lost; give each key one value", dup)}, true
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, v); err != nil {
-		return ResultMessage{Reason: ReasonResultInvalid, Problem: fmt.Sprintf("the return value is not JSON: %v", err)}, true
+		return ResultMessage{Reason: ReasonResultInvalid, ResumedFrom: r.ResumedFrom, Problem: fmt.Sprintf("the return value is not JSON: %v", err)}, true
 	}
 	r.Value = b.String()
 	if u, has := m[trainers.UnconvertedMarker]; has {
@@ -151,6 +157,9 @@ func podContainers(p *corev1.Pod) int {
 // written as their repr() are named in the message.
 func (o Observation) WithResult(r ResultMessage) Observation {
 	o.Result = r.Value
+	if r.ResumedFrom != "" {
+		o.ResumedFrom = r.ResumedFrom
+	}
 	if o.Phase != PhaseSucceeded {
 		return o
 	}

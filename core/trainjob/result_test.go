@@ -19,6 +19,7 @@ func TestReadResult(t *testing.T) {
 		value       string
 		reason      string
 		unconverted []string
+		resumedFrom string
 	}{
 		"whole":                {msg: `{"trainstep.dev/result": {"a": 1}}`, ours: true, value: `{"a":1}`},
 		"someone else's":       {msg: "exit 3: out of memory"},
@@ -32,6 +33,11 @@ func TestReadResult(t *testing.T) {
 		"same key, two levels": {msg: `{"trainstep.dev/result":{"x":{"x":1}}}`, ours: true, value: `{"x":{"x":1}}`},
 		"unconverted listed": {msg: `{"trainstep.dev/result":{"o":"<Obj>","a":1},"trainstep.dev/unconverted":["o"]}`, ours: true,
 			value: `{"o":"<Obj>","a":1}`, unconverted: []string{"o"}},
+		"resumed": {msg: `{"trainstep.dev/result":{"a":1},"trainstep.dev/resumed-from":"/ckpt/step-40"}`, ours: true,
+			value: `{"a":1}`, resumedFrom: "/ckpt/step-40"},
+		"resumed, returned None":  {msg: `{"trainstep.dev/resumed-from":"/ckpt/step-40"}`, ours: true, resumedFrom: "/ckpt/step-40"},
+		"resumed, duplicate keys": {msg: `{"trainstep.dev/result":{"1":"a","1":"b"},"trainstep.dev/resumed-from":"/c/step-1"}`, ours: true, reason: ReasonResultInvalid, resumedFrom: "/c/step-1"},
+		"resumed from nothing":    {msg: `{"trainstep.dev/resumed-from":""}`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r, ours := ReadResult(tc.msg)
@@ -40,6 +46,7 @@ func TestReadResult(t *testing.T) {
 			assert.Equal(t, tc.reason, r.Reason)
 			assert.Equal(t, tc.reason != "", r.Problem != "", r.Problem)
 			assert.Equal(t, tc.unconverted, r.Unconverted)
+			assert.Equal(t, tc.resumedFrom, r.ResumedFrom)
 		})
 	}
 }

@@ -104,7 +104,7 @@ func TrimTrainJob(obj any) (any, error) {
 	if tj.Spec.Trainer != nil && tj.Spec.Trainer.NumNodes != nil {
 		out.Spec.Trainer = &trainer.Trainer{NumNodes: tj.Spec.Trainer.NumNodes}
 	}
-	for _, key := range []string{AnnotationStartedAt, AnnotationKept} {
+	for _, key := range []string{AnnotationStartedAt, AnnotationKept, AnnotationCacheKey} {
 		if v, ok := tj.Annotations[key]; ok {
 			if out.Annotations == nil {
 				out.Annotations = map[string]string{}

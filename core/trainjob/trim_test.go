@@ -126,7 +126,7 @@ func TestTrimTrainJobKeepsWhatObserveReads(t *testing.T) {
 	tj := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "tj", Namespace: "ns", UID: "u", ResourceVersion: "7", CreationTimestamp: created,
 			Labels:          map[string]string{LabelEngine: "tekton", LabelFramework: "jax"},
-			Annotations:     map[string]string{"big": "x", AnnotationStartedAt: "2026-12-01T10:05:00Z", AnnotationKept: "timed out"},
+			Annotations:     map[string]string{"big": "x", AnnotationStartedAt: "2026-12-01T10:05:00Z", AnnotationKept: "timed out", AnnotationCacheKey: "0a1b"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "CustomRun", Name: "run", Controller: ptr.To(true)}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m"}}},
 		Spec: trainer.TrainJobSpec{
@@ -143,7 +143,7 @@ func TestTrimTrainJobKeepsWhatObserveReads(t *testing.T) {
 	assert.Equal(t, tj.OwnerReferences, got.OwnerReferences)
 	assert.Equal(t, tj.ResourceVersion, got.ResourceVersion)
 	assert.Equal(t, tj.Spec.Suspend, got.Spec.Suspend)
-	assert.Equal(t, map[string]string{AnnotationStartedAt: "2026-12-01T10:05:00Z", AnnotationKept: "timed out"}, got.Annotations, "only the start record and the kept mark")
+	assert.Equal(t, map[string]string{AnnotationStartedAt: "2026-12-01T10:05:00Z", AnnotationKept: "timed out", AnnotationCacheKey: "0a1b"}, got.Annotations, "only the start record, the kept mark and the cache key")
 	assert.True(t, Kept(got), "the cleanups leave a kept job alone, read from the cache")
 	assert.Equal(t, created.Add(5*time.Minute), StartedAt(got))
 	assert.Empty(t, got.ManagedFields)

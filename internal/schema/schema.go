@@ -113,8 +113,19 @@ func Step(reg *trainers.Registry) map[string]any {
 	delete(podProps["volumes"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any), "hostPath")
 	podProps["env"].(map[string]any)["description"] = "Trainer env from Secret or ConfigMap keys: NAME: {secretKeyRef: {name, key}} or {configMapKeyRef: {name, key}} (→ spec.trainer.env valueFrom)."
 	checkpoint(props["checkpoint"].(map[string]any))
+	cache(props["cache"].(map[string]any))
 	root["required"] = []any{"trainer"}
 	return root
+}
+
+// cache describes the cache block: maxAge is a duration like timeout, and required.
+func cache(c map[string]any) {
+	c["description"] = "Serves the step from the outputs of the same step that succeeded in its namespace within maxAge, instead of training again (docs/cache.md)."
+	props := c["properties"].(map[string]any)
+	props["maxAge"] = map[string]any{"type": []any{"string", "number"}, "description": "How old a stored result may be and still be used: a duration such as 24h, or seconds."}
+	props["salt"].(map[string]any)["description"] = "Enters the cache key: what decides the training that trainstep cannot see in the TrainJob, such as a dataset version behind a fixed URI."
+	props["refresh"].(map[string]any)["description"] = "Trains again, whatever is stored, and stores the new result in its place."
+	c["required"] = []any{"maxAge"}
 }
 
 // checkpoint describes the checkpoint block here, not in descriptions: its path and volume are
@@ -124,7 +135,7 @@ func checkpoint(c map[string]any) {
 		step.CheckpointDirEnv + "), or an object-store URI passed through (env " + step.CheckpointURIEnv + "). Exactly one of volume and uri."
 	props := c["properties"].(map[string]any)
 	props["volume"].(map[string]any)["description"] = "One of pod.volumes that pod.volumeMounts mounts, writable."
-	props["path"].(map[string]any)["description"] = "Sub-directory of the volume's mountPath, relative, without .. (default " + step.DefaultCheckpointPath + ")."
+	props["path"].(map[string]any)["description"] = "Sub-directory of the volume's mountPath, relative, without .. (default: the step's own, " + step.DefaultCheckpointPath + "/<owner>/<step key>, shared by its attempts)."
 	props["uri"].(map[string]any)["description"] = "An object-store URI such as s3://bucket/prefix or gs://bucket/prefix; trainstep only passes it to the trainer."
 	c["oneOf"] = []any{
 		map[string]any{"required": []any{"volume"}, "not": map[string]any{"required": []any{"uri"}}},

@@ -90,7 +90,7 @@ func parseRequest(args executor.ExecuteTemplateArgs, key string, body json.RawMe
 	r.Timeout = timeout
 
 	var derrs field.ErrorList
-	r.Declared, derrs = declaredOutputs(args.Template.Outputs.Parameters)
+	r.Declared, derrs = declaredOutputs(args.Template.Outputs.Parameters, spec)
 	errs = append(errs, derrs...)
 	if len(errs) > 0 {
 		return nil, step.Invalid(errs)
@@ -131,16 +131,27 @@ func parseAttempt(base *field.Path, fields map[string]json.RawMessage, retried b
 	return n, nil
 }
 
-// declaredOutputs are the names of the template's output parameters, each one trainstep fills.
-func declaredOutputs(params []wfv1.Parameter) ([]string, field.ErrorList) {
+// declaredOutputs are the names of the template's output parameters, each one trainstep fills:
+// the resume outputs only for a step with a checkpoint block, the cache outputs only for one
+// with a cache block (Argo would leave them unset).
+func declaredOutputs(params []wfv1.Parameter, spec *step.Spec) ([]string, field.ErrorList) {
 	var (
 		names []string
 		errs  field.ErrorList
 	)
+	known := slices.Concat(trainjob.OutputNames, trainjob.ResumeOutputNames, trainjob.CacheOutputNames)
 	for i, p := range params {
-		if !slices.Contains(trainjob.OutputNames, p.Name) && !trainjob.IsResultKeyOutput(p.Name) && !trainjob.IsMetricOutput(p.Name) {
-			errs = append(errs, field.NotSupported(field.NewPath("outputs", "parameters").Index(i).Child("name"), p.Name,
-				append(slices.Clone(trainjob.OutputNames), trainjob.ResultKeyPrefix+"<key of the returned dict>", trainjob.MetricPrefix+"<metric name>")))
+		name := field.NewPath("outputs", "parameters").Index(i).Child("name")
+		switch {
+		case slices.Contains(trainjob.ResumeOutputNames, p.Name) && spec.Checkpoint == nil:
+			errs = append(errs, field.Invalid(name, p.Name,
+				"is written only by a step with a checkpoint block, which this step has not (docs/resume.md); add one, or drop this output"))
+		case slices.Contains(trainjob.CacheOutputNames, p.Name) && spec.Cache == nil:
+			errs = append(errs, field.Invalid(name, p.Name,
+				"is written only by a step with a cache block, which this step has not (docs/cache.md); add one, or drop this output"))
+		case !slices.Contains(known, p.Name) && !trainjob.IsResultKeyOutput(p.Name) && !trainjob.IsMetricOutput(p.Name):
+			errs = append(errs, field.NotSupported(name, p.Name,
+				append(known, trainjob.ResultKeyPrefix+"<key of the returned dict>", trainjob.MetricPrefix+"<metric name>")))
 		}
 		names = append(names, p.Name)
 	}

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/lifecycle"
+	"github.com/trainstep/trainstep/core/step"
+	"github.com/trainstep/trainstep/core/stepcache"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/realstack"
 )
@@ -39,6 +41,10 @@ type scenario struct {
 	// Tekton's retries, and for `executor run` the engine running the container step again with
 	// the next --attempt, as Argo's retryStrategy does with "{{retries}}".
 	retries int
+	// twice, when set, runs the step once more before the run the scenario checks, to its end, as
+	// an earlier run of the pipeline: another Workflow, PipelineRun or --owner-uid, in the same
+	// namespace.
+	twice bool
 	// setup prepares the step's namespace before the step starts; action acts on the running step.
 	setup  func(t *testing.T, r *running)
 	action func(t *testing.T, r *running)
@@ -386,6 +392,56 @@ timeout: 3m
 		want: want{phase: "Failed", reason: "FailedJobs", outputs: map[string]string{trainjob.OutName: `^\S+$`}},
 		also: trainedTwice,
 	}, {
+		name: "ARetryResumesFromTheCheckpoint",
+		// Attempt 0 fails (KWOK_FAIL_ATTEMPT); attempt 1, a TrainJob of its own, gets the same
+		// checkpoint directory and succeeds, rank 0 writing beside its result the checkpoint it
+		// resumed from. kwok writes that message as the command script would; the script itself
+		// is run by internal/cli's TestLocalRetryResumesFromTheLastCheckpoint.
+		step: `
+framework: torch
+runtime: {name: ` + realstack.NoRetryRuntime + `, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  env:
+    KWOK_FAIL_ATTEMPT: "0"
+    KWOK_TERMINATION_MESSAGE: '{"trainstep.dev/result": {"loss": 0.25}, "trainstep.dev/resumed-from": "` + resumedFrom + `"}'
+  func: |
+    def train():
+        pass
+pod:
+  volumes: [{name: ckpt, nfs: {server: nfs.example.com, path: /exports}}]
+  volumeMounts: [{name: ckpt, mountPath: /ckpt}]
+checkpoint: {volume: ckpt}
+timeout: 3m
+`,
+		retries: 1,
+		want: want{phase: "Succeeded", message: `; resumed from step 40 \(attempt 1\)`, outputs: map[string]string{
+			trainjob.OutAttempt: `^1$`, trainjob.OutResumedFrom: `^` + regexp.QuoteMeta(resumedFrom) + `$`, "result-loss": `^0\.25$`}},
+		also:  resumedWhereTheFirstStopped,
+		lacks: lacksPodBlock,
+	}, {
+		name: "TheSameStepAgainIsServedFromTheCache",
+		// The earlier run trained and stored its outputs; this one creates no TrainJob and
+		// returns them. The reason and message outputs are the stored ones (byte for byte), so
+		// only the face's own status says CacheHit: not compared here, as the CLI and Argo
+		// faces report the outputs' reason.
+		step: `
+framework: torch
+runtime: {name: ` + realstack.NoRetryRuntime + `, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  env: {KWOK_TERMINATION_MESSAGE: '{"trainstep.dev/result": {"loss": 0.5, "model_uri": "s3://b/m"}}'}
+  func: |
+    def train():
+        pass
+cache: {maxAge: 1h, salt: conformance}
+timeout: 3m
+`,
+		twice: true,
+		want: want{phase: "Succeeded", outputs: map[string]string{trainjob.OutCacheHit: `^true$`, trainjob.OutCachedFrom: `^\S+$`,
+			trainjob.OutCacheKey: `^[0-9a-f]{64}$`, "result-loss": `^0\.5$`, "result-model_uri": `^s3://b/m$`}},
+		also: trainedOnce,
+	}, {
 		name: "KueueQueuedPastStartTimeoutThenAdmitted",
 		// The queue's one GPU is held for 30 s by a job Kueue admitted first; startTimeout counts
 		// from the step's admission, not its TrainJob's creation.
@@ -647,6 +703,70 @@ func trainedTwice(t *testing.T, got result) {
 	}
 	require.Len(t, names, 2, "one TrainJob per attempt")
 	assert.Contains(t, names, got.outputs[trainjob.OutName])
+}
+
+// trainedOnce: of the two runs of the step, only the first made a TrainJob, the one the hit
+// names and the cache's entry holds. (Argo's first Workflow is deleted when its run ends, and
+// its TrainJob with it.)
+func trainedOnce(t *testing.T, got result) {
+	key := got.outputs[trainjob.OutCacheKey]
+	from := got.outputs[trainjob.OutCachedFrom]
+	l := &trainer.TrainJobList{}
+	require.NoError(t, stack.Client.List(t.Context(), l, client.InNamespace(got.step.ns),
+		client.MatchingLabels{stepcache.LabelKey: stepcache.ShortKey(key)}))
+	assert.LessOrEqual(t, len(l.Items), 1)
+	for _, tj := range l.Items {
+		assert.Equal(t, from, tj.Name, "the second run made no TrainJob")
+	}
+	entry, err := stepcache.Store{API: stack.Client}.Get(t.Context(), got.step.ns, key)
+	require.NoError(t, err)
+	require.NotNil(t, entry, "stored in %s/%s", got.step.ns, stepcache.ConfigMapName)
+	assert.Equal(t, from, entry.TrainJob)
+}
+
+// resumedFrom is the checkpoint the retried step of ARetryResumesFromTheCheckpoint resumes from.
+const resumedFrom = "/ckpt/checkpoints/run/step-40"
+
+// resumedWhereTheFirstStopped: each attempt had a TrainJob of its own; both gave the trainer one
+// checkpoint directory, the step's own on the volume, and each its attempt; and the pod the
+// Trainer made for the second mounts the volume there.
+func resumedWhereTheFirstStopped(t *testing.T, got result) {
+	jobs := got.step.trainJobs(t)
+	require.Len(t, jobs, 2, "one TrainJob per attempt")
+	dirs, attempts := map[string]bool{}, map[string]bool{}
+	for _, tj := range jobs {
+		env := envOf(tj.Spec.Trainer.Env)
+		dirs[env[step.CheckpointDirEnv]] = true
+		attempts[env[step.AttemptEnv]] = true
+	}
+	require.Len(t, dirs, 1, "one checkpoint directory for both attempts: %v", dirs)
+	for dir := range dirs {
+		assert.Regexp(t, `^/ckpt/checkpoints/[^/]+/[^/]+$`, dir, "the step's own directory on the volume")
+	}
+	assert.Equal(t, map[string]bool{"0": true, "1": true}, attempts)
+
+	pods := &corev1.PodList{}
+	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(got.step.ns),
+		client.MatchingLabels{trainjob.LabelJobSetName: got.outputs[trainjob.OutName]}))
+	require.NotEmpty(t, pods.Items)
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			if c.Name != trainjob.NodeContainer {
+				continue
+			}
+			assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "ckpt", MountPath: "/ckpt"}, "pod %s", p.Name)
+			assert.Equal(t, "1", envOf(c.Env)[step.AttemptEnv], "pod %s", p.Name)
+			assert.True(t, dirs[envOf(c.Env)[step.CheckpointDirEnv]], "pod %s", p.Name)
+		}
+	}
+}
+
+func envOf(env []corev1.EnvVar) map[string]string {
+	m := map[string]string{}
+	for _, e := range env {
+		m[e.Name] = e.Value
+	}
+	return m
 }
 
 // returnedByThePod: the return value really is node-0's termination message, as the kubelet

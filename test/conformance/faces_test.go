@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	stepspec "github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/internal/cli"
 	"github.com/trainstep/trainstep/plugin/tekton"
@@ -176,6 +177,10 @@ func (cliFace) name() string { return "cli" }
 func (cliFace) run(t *testing.T, sc scenario) result {
 	r := &running{ns: stack.Namespace(t)}
 	step := sc.prepare(t, r)
+	if sc.twice {
+		first := stack.StartExecutor(t, bin, r.ns, step, timeout, "--owner-uid", uuid.NewString(), "--step-key", cliStepKey).Result(t)
+		t.Logf("first run: exit %d; stderr:\n%s", first.Code, first.Stderr)
+	}
 	owner := uuid.NewString() // the pipeline run's, the same for every attempt
 	if sc.upgrade {
 		createPrevious(t, r, previous.Identity{Engine: "cli", OwnerUID: owner, StepKey: cliStepKey}, nil, step)
@@ -234,6 +239,21 @@ var argoRuns sync.Mutex
 // the result keys the scenarios return.
 var argoOutputs = append(append([]string{}, trainjob.OutputNames...), "result-loss", "result-model_uri", "result-epochs")
 
+// declaredOutputs are argoOutputs, the resume outputs for a step with a checkpoint block and the
+// cache outputs for one with a cache block (the plugin refuses them for one without).
+func declaredOutputs(t *testing.T, doc string) []string {
+	s, err := stepspec.Parse([]byte(doc))
+	require.NoError(t, err)
+	out := slices.Clone(argoOutputs)
+	if s.Checkpoint != nil {
+		out = append(out, trainjob.ResumeOutputNames...)
+	}
+	if s.Cache != nil {
+		out = append(out, trainjob.CacheOutputNames...)
+	}
+	return out
+}
+
 func (argoFace) run(t *testing.T, sc scenario) result {
 	// Argo's controller and plugin watch one namespace; the Workflow owns its TrainJob there.
 	argoRuns.Lock()
@@ -241,7 +261,17 @@ func (argoFace) run(t *testing.T, sc scenario) result {
 	t.Cleanup(argoRuns.Unlock)
 	r := &running{ns: argoharness.Namespace}
 	step := sc.prepare(t, r)
-	wf := argo.Submit(t, argoharness.RetriedStepWorkflow("conformance", step, sc.retries, argoOutputs...))
+	if sc.twice {
+		// A subtest, so its agent stops when its Workflow ended: two agents lock each other out.
+		t.Run("first run", func(t *testing.T) { argoWorkflow(t, sc, &running{ns: r.ns}, step) })
+	}
+	return argoWorkflow(t, sc, r, step)
+}
+
+// argoWorkflow runs step as a one-step Workflow, under an agent of its own, to its end.
+func argoWorkflow(t *testing.T, sc scenario, r *running, step string) result {
+	declared := declaredOutputs(t, step)
+	wf := argo.Submit(t, argoharness.RetriedStepWorkflow("conformance", step, sc.retries, declared...))
 	t.Cleanup(func() { _ = argo.Client.Delete(context.Background(), wf) })
 	if sc.upgrade {
 		argoPrevious(t, r, wf.Name, step)
@@ -265,7 +295,7 @@ func (argoFace) run(t *testing.T, sc scenario) result {
 	require.NotNil(t, node, argoharness.Nodes(got))
 	t.Logf("workflow %s %s: %s\n%s", got.Name, got.Status.Phase, got.Status.Message, argoharness.Nodes(got))
 	outs := map[string]string{}
-	for _, o := range argoOutputs {
+	for _, o := range declared {
 		outs[o] = argoharness.Output(node, o)
 	}
 	phase := outs[trainjob.OutPhase]
@@ -333,11 +363,16 @@ func (tektonFace) run(t *testing.T, sc scenario) result {
 	ns := stack.Namespace(t)
 	r := &running{ns: ns}
 	step := sc.prepare(t, r)
+	if sc.twice {
+		tektonharness.CreateRetriedStepPipelineRun(t, tk.Client, ns, "first", step, sc.retries)
+		first := finishedCustomRun(t, ns, "first").Status.Succeeded()
+		t.Logf("first run: CustomRun %s %s: %s", first.Status, first.Reason, first.Message)
+	}
 	tektonharness.CreateRetriedStepPipelineRun(t, tk.Client, ns, "run", step, sc.retries)
 	r.stop = func(t *testing.T) { cancelPipelineRun(t, ns, "run") }
 	r.hear(t, func(ctx context.Context) []string {
 		runs := &v1beta1.CustomRunList{}
-		if err := tk.Client.List(ctx, runs, client.InNamespace(ns)); err != nil || len(runs.Items) != 1 {
+		if err := tk.Client.List(ctx, runs, client.InNamespace(ns), client.MatchingLabels{tektonPipelineRunLabel: "run"}); err != nil || len(runs.Items) != 1 {
 			return nil
 		}
 		if cond := runs.Items[0].Status.Succeeded(); cond != nil && cond.Status == corev1.ConditionUnknown {
@@ -346,7 +381,7 @@ func (tektonFace) run(t *testing.T, sc scenario) result {
 		return nil
 	})
 	sc.act(t, r)
-	run := finishedCustomRun(t, ns)
+	run := finishedCustomRun(t, ns, "run")
 	cond := run.Status.Succeeded()
 	t.Logf("CustomRun %s %s: %s", cond.Status, cond.Reason, cond.Message)
 	return result{phase: tektonPhase(run), reason: tektonReason(cond.Reason), message: cond.Message, outputs: tektonOutputs(t, run),
@@ -397,12 +432,21 @@ func tektonOutputs(t *testing.T, run *v1beta1.CustomRun) map[string]string {
 	return outs
 }
 
-// finishedCustomRun waits for the namespace's one CustomRun to finish and returns it.
-func finishedCustomRun(t *testing.T, ns string) *v1beta1.CustomRun {
+// tektonPipelineRunLabel is the label Tekton gives the CustomRuns of a PipelineRun, its name.
+const tektonPipelineRunLabel = "tekton.dev/pipelineRun"
+
+// finishedCustomRun waits for the one CustomRun of PipelineRun ns/pipelineRun to finish and
+// returns it.
+func finishedCustomRun(t *testing.T, ns, pipelineRun string) *v1beta1.CustomRun {
 	t.Helper()
 	var run *v1beta1.CustomRun
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		runs := tektonharness.CustomRuns(ct, t, tk.Client, ns)
+		var runs []v1beta1.CustomRun
+		for _, r := range tektonharness.CustomRuns(ct, t, tk.Client, ns) {
+			if r.Labels[tektonPipelineRunLabel] == pipelineRun {
+				runs = append(runs, r)
+			}
+		}
 		require.Len(ct, runs, 1)
 		run = &runs[0]
 		cond := run.Status.Succeeded()
