@@ -3,7 +3,7 @@
 # docs/benchmarks.md with the machine and versions they were measured on. Each section is one
 # `go test -bench` (or one test) whose raw lines are kept in $RAW for benchstat.
 #
-#   BENCH=sidebyside,sidecar,fleet,calls,janitor,tekton,workloads,core,cli (default: all) picks sections;
+#   BENCH=sidebyside,sidecar,fleet,calls,janitor,tekton,workloads,core,cache,cli (default: all) picks sections;
 #   STEPS, JOBS, FLEET, RUNS, WORKFLOWS, WORKLOADS size them (defaults: the issues' figures);
 #   SECTIONS=dir keeps each section's output in dir, so that a section run again (BENCH=tekton)
 #   replaces only its own table and the others stay as measured (each table names its run).
@@ -105,13 +105,16 @@ fi
 if want core; then
 	run core ./test/integration/core/ -run '^$' -bench '^Benchmark(Notice|Submit)$' -benchtime 200x
 fi
+if want cache; then
+	run cache ./test/integration/core/ -run '^$' -bench '^BenchmarkCacheHit$' -benchtime 300x
+fi
 if want cli; then
 	run cli ./test/integration/core/ -v -run '^TestRunStepHoldsAtMostTwoConnections$'
 fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 took=$(($(date +%s) - start))
 
-sections=(sidebyside sidecar fleet calls janitor tekton workloads core cli)
+sections=(sidebyside sidecar fleet calls janitor tekton workloads core cache cli)
 for name in "${sections[@]}"; do
 	grep -E '^(Benchmark|goos|goarch|pkg|cpu)' "$tmp/$name.out" || true
 done >"$RAW"
@@ -309,6 +312,18 @@ alternated with a bare create; \`submit=replay\` submits a job that exists (a re
 then a cache read).
 
 $(section core)
+
+## The step cache: a hit beside a plain step's submit (\`BenchmarkCacheHit\`)
+
+A step's first look on the engine every face runs (\`core/lifecycle\`), TrainJobs read from an
+indexed informer cache as the faces read them: a step with a \`cache\` block whose key has a
+stored success (\`hit\`: planning, the key, one read of the ConfigMap; nothing created) alternated
+with the same step without the block (\`submit\`: planning, then the TrainJob's create); and
+planning alone (\`plan\`), which both do first. A hit ends the step; a plain step then trains.
+The command: \`go test -run '^\$' -bench '^BenchmarkCacheHit\$' -benchtime 300x
+./test/integration/core/\` (\`make bench\`'s section \`cache\`).
+
+$(section cache)
 
 ## \`executor run\`: connections per step (\`TestRunStepHoldsAtMostTwoConnections\`)
 
