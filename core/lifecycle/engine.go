@@ -148,8 +148,8 @@ func (e *Engine) LookAt(ctx context.Context, s Step, tj *trainer.TrainJob) Statu
 
 // withAttempt gives the status of a step that names a checkpoint its attempt, so every face
 // writes its attempt and resumed-from outputs (trainjob.ResumeOutputNames) and the final
-// message says what a resumed step resumed from. A step without one writes neither: they say nothing
-// about a step that cannot resume.
+// message says what a resumed step resumed from. A step without one writes neither: they say
+// nothing about a step that cannot resume.
 func withAttempt(s Step, st Status) Status {
 	if s.Spec == nil || s.Spec.Checkpoint == nil {
 		return st
