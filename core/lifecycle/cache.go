@@ -87,12 +87,8 @@ func (e *Engine) store(ctx context.Context, s Step, tj *trainer.TrainJob, st Sta
 	}
 	key := tj.Annotations[stepcache.AnnotationKey]
 	if st.Phase == trainjob.PhaseSucceeded {
-		c := e.cache()
-		have, err := c.Get(ctx, s.Namespace, key)
-		if err == nil && (have == nil || have.TrainJob != tj.Name) {
-			err = c.Put(ctx, s.Namespace, stepcache.Entry{Key: key, TrainJob: tj.Name, Outputs: st.Outputs(), Stored: e.now()})
-		}
-		if err != nil {
+		entry := stepcache.Entry{Key: key, TrainJob: tj.Name, Outputs: st.Outputs(), Stored: e.now()}
+		if err := e.cache().Put(ctx, s.Namespace, entry); err != nil {
 			e.warn(ctx, "the step's outputs could not be stored in the step cache", err)
 		}
 	}

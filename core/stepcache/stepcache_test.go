@@ -127,6 +127,11 @@ func TestStore(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "train-2", got.TrainJob, "refreshed in place")
 
+	require.NoError(t, s.Put(ctx, "team", Entry{Key: key(1), TrainJob: "train-2", Outputs: map[string]string{}, Stored: t0.Add(2 * time.Hour)}))
+	again, err := s.Get(ctx, "team", key(1))
+	require.NoError(t, err)
+	assert.Equal(t, got, again, "the same TrainJob stored again: left as it was")
+
 	cm := &corev1.ConfigMap{}
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "team", Name: ConfigMapName}, cm))
 	assert.Len(t, cm.Data, 1)

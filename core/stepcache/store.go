@@ -86,8 +86,9 @@ func (s Store) Get(ctx context.Context, namespace, key string) (*Entry, error) {
 }
 
 // Put stores e in namespace, in place of an entry of the same key, deleting the oldest entries
-// while the store is over its bound. Two steps storing at once both land: a conflict is read
-// again and retried.
+// while the store is over its bound; an entry its TrainJob already stored is left as it is, so
+// a face that looks at a finished job again writes nothing. Two steps storing at once both land:
+// a conflict is read again and retried.
 func (s Store) Put(ctx context.Context, namespace string, e Entry) error {
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -109,6 +110,10 @@ func (s Store) Put(ctx context.Context, namespace string, e Entry) error {
 		}
 		if err != nil {
 			return err
+		}
+		var have Entry
+		if raw, ok := cm.Data[e.Key]; ok && json.Unmarshal([]byte(raw), &have) == nil && have.TrainJob == e.TrainJob {
+			return nil
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}

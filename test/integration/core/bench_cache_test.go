@@ -1,14 +1,11 @@
 package core_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/trainstep/trainstep/core/lifecycle"
 	"github.com/trainstep/trainstep/core/stepcache"
@@ -23,19 +20,9 @@ import (
 // plan-p50-ms.
 func BenchmarkCacheHit(b *testing.B) {
 	ns := env.Namespace(b)
-	const doc = "framework: jax\nlabels: {sim-mode: hold}\ntrainer: {func: \"def f(): pass\"}\n"
-	plain, cached := parse(b, doc), parse(b, doc+"cache: {maxAge: 1h}\n")
+	plain, cached := parse(b, benchStep), parse(b, benchStep+"cache: {maxAge: 1h}\n")
 	// The faces' path: TrainJobs read from an informer cache with trainstep's identity index.
-	informers, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
-	require.NoError(b, err)
-	require.NoError(b, trainjob.RegisterIndexes(b.Context(), informers))
-	ctx, stop := context.WithCancel(b.Context())
-	defer stop()
-	_, err = informers.GetInformer(ctx, &trainer.TrainJob{})
-	require.NoError(b, err)
-	go func() { _ = informers.Start(ctx) }()
-	require.True(b, informers.WaitForCacheSync(ctx))
-	e := &lifecycle.Engine{Cluster: lifecycle.Cluster{Cache: informers, Indexed: true, API: env.Client, Writer: env.Client},
+	e := &lifecycle.Engine{Cluster: lifecycle.Cluster{Cache: trainJobInformers(b, ns), Indexed: true, API: env.Client, Writer: env.Client},
 		Planner: planner()}
 
 	p, err := e.Planner.Plan(b.Context(), cached, ns)

@@ -211,11 +211,29 @@ func percentiles(lat []time.Duration) (p50, p99 time.Duration) {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// benchStep is the step the benchmarks submit: one the simulator holds running.
+const benchStep = "framework: jax\nlabels: {sim-mode: hold}\ntrainer: {func: \"def f(): pass\"}\n"
+
 func benchPlan(b *testing.B, ns string) *trainjob.Plan {
-	s := parse(b, "framework: jax\nlabels: {sim-mode: hold}\ntrainer: {func: \"def f(): pass\"}")
-	p, err := planner().Plan(b.Context(), s, ns)
+	p, err := planner().Plan(b.Context(), parse(b, benchStep), ns)
 	require.NoError(b, err)
 	return p
+}
+
+// trainJobInformers is the faces' TrainJob cache for namespace ns, synced, with trainstep's
+// identity index; it stops with the benchmark.
+func trainJobInformers(b *testing.B, ns string) cache.Cache {
+	b.Helper()
+	informers, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	require.NoError(b, err)
+	require.NoError(b, trainjob.RegisterIndexes(b.Context(), informers))
+	ctx, stop := context.WithCancel(b.Context())
+	b.Cleanup(stop)
+	_, err = informers.GetInformer(ctx, &trainer.TrainJob{})
+	require.NoError(b, err)
+	go func() { _ = informers.Start(ctx) }()
+	require.True(b, informers.WaitForCacheSync(ctx))
+	return informers
 }
 
 // BenchmarkSubmit measures trainjob.Submit on the path the long-running faces use: reads from an
@@ -239,14 +257,7 @@ func BenchmarkSubmit(b *testing.B) {
 	})
 	api, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	require.NoError(b, err)
-	informers, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
-	require.NoError(b, err)
-	ctx, stop := context.WithCancel(b.Context())
-	defer stop()
-	_, err = informers.GetInformer(ctx, &trainer.TrainJob{})
-	require.NoError(b, err)
-	go func() { _ = informers.Start(ctx) }()
-	require.True(b, informers.WaitForCacheSync(ctx))
+	informers := trainJobInformers(b, ns)
 	faces := cacheBacked{cache: informers, api: api}
 
 	runs := 0
