@@ -15,13 +15,19 @@ import (
 // Abandon ends, from outside any look, the step of a TrainJob whose pipeline stopped or went
 // away while it trained (an Argo workflow shut down or finished, read by the plugin's reaper and
 // the cluster's janitor): the job is deleted, as a stopped step's is, unless it already ended, is
-// being deleted, or was kept past its timeout (keepOnTimeout). tj is the job as the caller read
-// it (from a cache, say); the delete is preconditioned on that version, so a keep written since
-// by the face that timed the step out, in another process, fails it with a Conflict instead of
-// deleting a kept job: the caller reads again. deleted is false when nothing was deleted.
-func Abandon(ctx context.Context, w client.Writer, tj *trainer.TrainJob) (deleted bool, err error) {
+// being deleted, or was kept past its timeout (keepOnTimeout). ownerUID is the pipeline's: a
+// job other pipelines' steps follow (share.go) loses only its hold and runs on for them. tj is
+// the job as the caller read it (from a cache, say); the write is preconditioned on that
+// version, so a keep written since by the face that timed the step out, in another process, or
+// a hold another step added, fails it with a Conflict instead of deleting the job: the caller
+// reads again. deleted is false when nothing was deleted.
+func Abandon(ctx context.Context, w client.Writer, tj *trainer.TrainJob, ownerUID string) (deleted bool, err error) {
 	if !Abandonable(tj) {
 		return false, nil
+	}
+	if len(trainjob.Holders(tj)) > 0 {
+		deleted, _, err := release(ctx, w, tj, ownerUID)
+		return deleted, err
 	}
 	uid, rv := tj.UID, tj.ResourceVersion
 	err = w.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name}},

@@ -31,6 +31,15 @@ func TestAbandonDeletesOnlyAJobStillTrainingAndNotKept(t *testing.T) {
 		}},
 		"ended: left, with its outputs":                   {job: func(tj *trainer.TrainJob) { tj.Status.Conditions = []metav1.Condition{complete} }},
 		"changed since read: a Conflict, nothing deleted": {staleRead: true, wantErr: apierrors.IsConflict},
+		"held by itself only: deleted": {job: func(tj *trainer.TrainJob) {
+			k, v := identity().HoldLabel()
+			tj.Labels[k] = v
+		}, wantDeleted: true, wantGone: true},
+		"followed by another pipeline's step: let go of, left running": {job: func(tj *trainer.TrainJob) {
+			k, v := identity().HoldLabel()
+			tj.Labels[k] = v
+			tj.Labels[trainjob.HoldKey("uid-2")] = "0123456789abcdef"
+		}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -46,7 +55,7 @@ func TestAbandonDeletesOnlyAJobStillTrainingAndNotKept(t *testing.T) {
 				fresh.Annotations = map[string]string{trainjob.AnnotationKept: "keepOnTimeout"}
 				require.NoError(t, c.Update(t.Context(), fresh))
 			}
-			deleted, err := Abandon(t.Context(), c, read)
+			deleted, err := Abandon(t.Context(), c, read, identity().OwnerUID)
 			if tc.wantErr != nil {
 				require.Error(t, err)
 				assert.True(t, tc.wantErr(err), "got %v", err)
@@ -61,12 +70,12 @@ func TestAbandonDeletesOnlyAJobStillTrainingAndNotKept(t *testing.T) {
 	t.Run("being deleted or gone: nothing to do", func(t *testing.T) {
 		_, c := engine(t, nil)
 		job := ownJob()
-		deleted, err := Abandon(t.Context(), c, job)
+		deleted, err := Abandon(t.Context(), c, job, identity().OwnerUID)
 		require.NoError(t, err)
 		assert.False(t, deleted)
 		now := metav1.NewTime(t0.Add(time.Minute))
 		job.DeletionTimestamp = &now
-		deleted, err = Abandon(t.Context(), c, job)
+		deleted, err = Abandon(t.Context(), c, job, identity().OwnerUID)
 		require.NoError(t, err)
 		assert.False(t, deleted)
 	})

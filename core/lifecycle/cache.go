@@ -59,8 +59,10 @@ func (e *Engine) served(ctx context.Context, s Step, key string) (Status, bool) 
 // ReasonCacheHit: the step was served from the step cache and trained nothing.
 const ReasonCacheHit = "CacheHit"
 
-// markCached gives the TrainJob a cached step creates its key.
-func markCached(obj client.Object, key string) {
+// markCached gives the TrainJob a cached step creates its key, and the step's hold on it: a step
+// of the same key that starts while it trains may follow it (share.go), and the job then goes
+// with the last of the steps that hold it.
+func markCached(obj client.Object, key string, id trainjob.Identity) {
 	if key == "" {
 		return
 	}
@@ -72,6 +74,8 @@ func markCached(obj client.Object, key string) {
 		annotations = map[string]string{}
 	}
 	labels[stepcache.LabelKey] = stepcache.ShortKey(key)
+	hk, hv := id.HoldLabel()
+	labels[hk] = hv
 	annotations[stepcache.AnnotationKey] = key
 	obj.SetLabels(labels)
 	obj.SetAnnotations(annotations)
@@ -79,7 +83,8 @@ func markCached(obj client.Object, key string) {
 
 // store keeps the outputs of a cached step whose TrainJob succeeded (as the face writes them,
 // but for the cache outputs), once: a later look finds them stored for this job and writes
-// nothing. Every look at a cached step's job gives the step its key.
+// nothing. Every look at a cached step's job gives the step its key. A step that follows
+// another's job stores it too: its maker may have let go of it before it ended.
 func (e *Engine) store(ctx context.Context, s Step, tj *trainer.TrainJob, st Status) Status {
 	if tj == nil || s.Spec == nil || s.Spec.Cache == nil || tj.Annotations[stepcache.AnnotationKey] == "" ||
 		st.Name != tj.Name || st.Err != nil {
@@ -93,6 +98,14 @@ func (e *Engine) store(ctx context.Context, s Step, tj *trainer.TrainJob, st Sta
 		}
 	}
 	st.CacheKey = key
+	if !s.Identity.Adopts(tj) {
+		// A job another step of the key made, which this one follows (share.go): a hit, its
+		// outputs the job's own, and every message while it runs says whose job it is.
+		st.Cached = &trainjob.Cached{From: tj.Name}
+		if !st.Phase.Terminal() && !st.Stopped && st.Reason != ReasonFollowing {
+			st.Message = followingNote(tj.Name) + "; " + st.Message
+		}
+	}
 	return st
 }
 

@@ -123,9 +123,10 @@ func TestAFailedStepIsNotStored(t *testing.T) {
 	require.NoError(t, c.Update(t.Context(), tj))
 	st = e.Look(t.Context(), s)
 	require.Equal(t, trainjob.PhaseFailed, st.Phase)
-	l := &corev1.ConfigMapList{}
-	require.NoError(t, c.List(t.Context(), l))
-	assert.Empty(t, l.Items)
+	require.NotEmpty(t, st.CacheKey)
+	entry, err := e.cache().Get(t.Context(), "ns", st.CacheKey)
+	require.NoError(t, err)
+	assert.Nil(t, entry)
 }
 
 // A cache the face may not read or write is a warning: the step trains, and succeeds.
@@ -151,7 +152,8 @@ func TestACacheTrainstepMayNotUseIsAWarning(t *testing.T) {
 	e.Warn = func(_ context.Context, msg string, err error) { warnings = append(warnings, msg+": "+err.Error()) }
 	st := trainToSuccess(t, e, guarded, Step{Spec: parse(t, cachedStep), Namespace: "ns", Identity: identity()})
 	assert.Equal(t, "false", st.Outputs()[trainjob.OutCacheHit])
-	require.Len(t, warnings, 2)
+	require.Len(t, warnings, 3)
 	assert.Contains(t, warnings[0], "the step cache could not be read, so the step trains")
-	assert.Contains(t, warnings[1], "could not be stored in the step cache")
+	assert.Contains(t, warnings[1], "the step cache could not be claimed, so the step trains without looking for another step of its key")
+	assert.Contains(t, warnings[2], "could not be stored in the step cache")
 }

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -58,6 +59,10 @@ type Cluster struct {
 	// Shared says Cache hands out its own objects when asked (client.UnsafeDisableDeepCopy): the
 	// engine only reads them, and a face answering many calls a second copies none.
 	Shared bool
+	// Scoped says Cache holds only the TrainJobs of the face's own run (Argo's sidecar: its
+	// Workflow's), so one another run's step made, which this step follows (share.go), is read
+	// from the apiserver.
+	Scoped bool
 	// API is the apiserver itself, asked what a lagging cache cannot answer: whether a recorded
 	// job is really gone, whether a name is taken.
 	API client.Reader
@@ -109,8 +114,9 @@ type Status struct {
 	// and the fix, or the TrainJob it renders): nothing was created and no retry helps.
 	Invalid error
 	// Stopped says the step was stopped (Step.Stop); Deleted that its TrainJob was deleted (at a
-	// deadline, on a stop), Kept that it was left in place past its timeout.
-	Stopped, Deleted, Kept bool
+	// deadline, on a stop), Kept that it was left in place past its timeout, Released that the
+	// step let go of a TrainJob other steps of its cache key follow, which runs on for them.
+	Stopped, Deleted, Kept, Released bool
 	// Trouble says the message names why a job that is not running is not: news for the user now.
 	Trouble bool
 	// Wake is when to look again though nothing changes (the next deadline); zero is never.
@@ -139,6 +145,14 @@ func (e *Engine) Look(ctx context.Context, s Step) Status {
 // for s.Identity, nil when it found none, and it is not read again. A face that looks again later
 // calls Look: a found job is only as fresh as the look it was found for.
 func (e *Engine) LookAt(ctx context.Context, s Step, tj *trainer.TrainJob) Status {
+	if tj == nil {
+		// No job of its own: perhaps one it follows (share.go).
+		held, err := e.held(ctx, s)
+		if err != nil {
+			return withAttempt(s, lookFailed(s, err))
+		}
+		tj = held
+	}
 	st := e.look(ctx, s, tj)
 	if st.Err != nil && st.Message == "" {
 		st.Message = st.Err.Error() // what a face shows while it tries again
@@ -173,7 +187,7 @@ func (e *Engine) look(ctx context.Context, s Step, tj *trainer.TrainJob) Status 
 	if tj == nil {
 		return e.absent(ctx, s)
 	}
-	if !s.Identity.Adopts(tj) {
+	if !s.Identity.Adopts(tj) && !s.Identity.Holds(tj) {
 		return failed(s, tj.Name, ReasonNameTaken, fmt.Sprintf("%v: %s/%s", trainjob.ErrNameTaken, tj.Namespace, tj.Name))
 	}
 	return e.follow(ctx, s, tj)
@@ -229,6 +243,27 @@ func (e *Engine) stop(ctx context.Context, s Step, tj *trainer.TrainJob) Status 
 	}
 	if st.Name == "" || s.KeepOnStop {
 		return st
+	}
+	if tj == nil || len(trainjob.Holders(tj)) > 0 {
+		// Whether other steps follow the job is read from the apiserver itself: a cache that
+		// lags behind a step that just joined must not have it deleted under that step.
+		fresh := &trainer.TrainJob{}
+		err := e.API.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: st.Name}, fresh)
+		if err != nil && !apierrors.IsNotFound(err) {
+			st.Err = fmt.Errorf("reading TrainJob %s/%s to stop it: %w", s.Namespace, st.Name, err)
+			return st
+		}
+		if err == nil && len(trainjob.Holders(fresh)) > 0 {
+			deleted, left, err := release(ctx, e.Writer, fresh, s.Identity.OwnerUID)
+			st.Deleted, st.Released, st.Err = deleted, !deleted && left > 0 && err == nil, err
+			if st.Released {
+				st.Message = strings.TrimPrefix(releasedNote(st.Name, left), "; ")
+			}
+			return st
+		}
+		if err == nil && !s.Identity.Adopts(fresh) {
+			return st // another step's job, which this one no longer holds: not its to delete
+		}
 	}
 	if err := trainjob.Delete(ctx, e.Writer, s.Namespace, st.Name); err != nil {
 		st.Err = err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,7 +23,7 @@ func (e *Engine) follow(ctx context.Context, s Step, tj *trainer.TrainJob) Statu
 	}
 	e.markStarted(ctx, tj, v)
 	if v.Phase.Terminal() {
-		return e.conclude(ctx, v)
+		return e.conclude(ctx, s, tj, v)
 	}
 	obs := v.Observation
 	if v.TailPod != "" {
@@ -42,8 +43,8 @@ func (e *Engine) decide(ctx context.Context, s Step, tj *trainer.TrainJob) (trai
 	}
 	snap.Now = e.now()
 	v := trainjob.Decide(snap, s.Deadlines)
-	if e.PodsBeforeVerdict != nil && len(snap.Pods) == 0 && (v.Phase == trainjob.PhaseSucceeded || v.Reason == trainjob.ReasonStartTimeout) {
-		pods, err := e.PodsBeforeVerdict(ctx, tj)
+	if len(snap.Pods) == 0 && (v.Phase == trainjob.PhaseSucceeded || v.Reason == trainjob.ReasonStartTimeout) {
+		pods, err := e.podsBeforeVerdict(ctx, s, tj)
 		if err != nil {
 			return trainjob.Verdict{}, err
 		}
@@ -55,24 +56,58 @@ func (e *Engine) decide(ctx context.Context, s Step, tj *trainer.TrainJob) (trai
 	return v, nil
 }
 
+// podsBeforeVerdict lists the pods of a job whose snapshot shows none, before a verdict that
+// rests on them: with the face's PodsBeforeVerdict, or from the apiserver for a job the step
+// follows but did not make (share.go), which a face's caches may not hold.
+func (e *Engine) podsBeforeVerdict(ctx context.Context, s Step, tj *trainer.TrainJob) ([]corev1.Pod, error) {
+	if e.PodsBeforeVerdict != nil {
+		return e.PodsBeforeVerdict(ctx, tj)
+	}
+	if s.Identity.Adopts(tj) {
+		return nil, nil
+	}
+	pods := &corev1.PodList{}
+	if err := e.API.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: tj.Name}); err != nil {
+		return nil, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
+	}
+	return pods.Items, nil
+}
+
 // conclude carries out a terminal verdict: the failing pod's log tail, read while the pods are
 // still there, then the delete or keep a deadline asks for. A write that fails is Err: the face
 // looks again, and the next look decides the same; a write the apiserver forbids is said in the
-// message instead, and the step ends.
-func (e *Engine) conclude(ctx context.Context, v trainjob.Verdict) Status {
+// message instead, and the step ends. A job other steps follow is not deleted but let go of
+// (share.go): it runs on for them.
+func (e *Engine) conclude(ctx context.Context, s Step, tj *trainer.TrainJob, v trainjob.Verdict) Status {
 	obs := e.tailer().WithTail(ctx, v)
 	st := Status{Observation: obs}
 	switch {
 	case v.Keep:
 		v.Observation = obs
 		st.Observation, st.Kept, st.Err = trainjob.ConcludeKeep(ctx, e.Writer, v)
+	case v.Delete && len(trainjob.Holders(tj)) > 0:
+		deleted, left, err := release(ctx, e.Writer, tj, s.Identity.OwnerUID)
+		if apierrors.IsForbidden(err) {
+			st.Message += e.mayNotDelete(obs, err)
+			return st
+		}
+		if err != nil {
+			st.Err = err
+			st.Message += "; letting go of it failed and is retried: " + err.Error()
+			return st
+		}
+		st.Deleted, st.Released = deleted, !deleted && left > 0
+		switch {
+		case st.Released:
+			st.Message += releasedNote(obs.Name, left)
+		case obs.Phase == trainjob.PhaseTimedOut:
+			st.Message += "; it was deleted"
+		}
 	case v.Delete:
 		err := trainjob.Delete(ctx, e.Writer, obs.Namespace, obs.Name)
 		if apierrors.IsForbidden(err) {
 			// Asking again gets the same answer: the step ends, and says what is left running.
-			st.Message += fmt.Sprintf("; trainstep may not delete it, so it may still be running: %v; delete it yourself "+
-				"(kubectl delete trainjob -n %s %s) and grant trainstep the rules its install gives (%s)",
-				err, obs.Namespace, obs.Name, e.rbacHint())
+			st.Message += e.mayNotDelete(obs, err)
 			return st
 		}
 		if err != nil {
@@ -86,6 +121,13 @@ func (e *Engine) conclude(ctx context.Context, v trainjob.Verdict) Status {
 		}
 	}
 	return st
+}
+
+// mayNotDelete says what a step whose TrainJob trainstep may not delete (or let go of) leaves.
+func (e *Engine) mayNotDelete(obs trainjob.Observation, err error) string {
+	return fmt.Sprintf("; trainstep may not delete it, so it may still be running: %v; delete it yourself "+
+		"(kubectl delete trainjob -n %s %s) and grant trainstep the rules its install gives (%s)",
+		err, obs.Namespace, obs.Name, e.rbacHint())
 }
 
 // markStarted records on the TrainJob that it started, so startTimeout never applies again,

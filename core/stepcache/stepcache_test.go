@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/trainstep/trainstep/core/runtimes/stock"
 	"github.com/trainstep/trainstep/core/step"
@@ -167,4 +170,63 @@ func TestABrokenEntryNamesItself(t *testing.T) {
 	_, err := s.Get(t.Context(), "team", key)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "kubectl delete configmap -n team "+ConfigMapName)
+}
+
+// The first claim on a key stands until stale says it does not; a claim raced by another
+// (the other's write lands between this one's read and write) gets the other's; storing the
+// key's success ends its claims.
+func TestClaim(t *testing.T) {
+	ctx := t.Context()
+	t0 := time.Date(2026, 12, 4, 8, 0, 0, 0, time.UTC)
+	key := fmt.Sprintf("%064x", 9)
+	standing := func(context.Context, Claim) (bool, error) { return false, nil }
+	gone := func(context.Context, Claim) (bool, error) { return true, nil }
+	a, b := Claim{TrainJob: "train-a", Claimed: t0}, Claim{TrainJob: "train-b", Claimed: t0.Add(time.Second)}
+
+	t.Run("first claim stands", func(t *testing.T) {
+		s, _ := store(t, 0)
+		got, err := s.Claim(ctx, "team", "argo", key, a, standing)
+		require.NoError(t, err)
+		assert.Equal(t, a, got, "the first claim is its own")
+		got, err = s.Claim(ctx, "team", "argo", key, b, standing)
+		require.NoError(t, err)
+		assert.Equal(t, a, got, "the second gets the first")
+		got, err = s.Claim(ctx, "team", "tekton", key, b, standing)
+		require.NoError(t, err)
+		assert.Equal(t, b, got, "another engine's steps claim apart")
+		got, err = s.Claim(ctx, "team", "argo", key, b, gone)
+		require.NoError(t, err)
+		assert.Equal(t, b, got, "a stale claim is taken over")
+	})
+	t.Run("raced: the claim that landed first wins", func(t *testing.T) {
+		inner, c := store(t, 0)
+		raced := false
+		racing := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if !raced {
+					raced = true
+					_, err := inner.Claim(ctx, "team", "argo", key, a, standing) // lands first
+					require.NoError(t, err)
+				}
+				return c.Create(ctx, obj, opts...)
+			},
+		})
+		s := Store{API: racing, Writer: racing}
+		got, err := s.Claim(ctx, "team", "argo", key, b, standing)
+		require.NoError(t, err)
+		assert.True(t, raced)
+		assert.Equal(t, a, got)
+	})
+	t.Run("stored success ends the claim", func(t *testing.T) {
+		s, c := store(t, 0)
+		_, err := s.Claim(ctx, "team", "argo", key, a, standing)
+		require.NoError(t, err)
+		require.NoError(t, s.Put(ctx, "team", Entry{Key: key, TrainJob: "train-a", Stored: t0}))
+		cm := &corev1.ConfigMap{}
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "team", Name: ConfigMapName}, cm))
+		assert.Equal(t, []string{key}, slices.Collect(maps.Keys(cm.Data)))
+		got, err := s.Claim(ctx, "team", "argo", key, b, standing)
+		require.NoError(t, err)
+		assert.Equal(t, b, got, "a step of a stored key that claims it (a refresh) trains")
+	})
 }

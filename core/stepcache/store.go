@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -119,6 +120,11 @@ func (s Store) Put(ctx context.Context, namespace string, e Entry) error {
 			cm.Data = map[string]string{}
 		}
 		cm.Data[e.Key] = string(b)
+		for k := range cm.Data {
+			if strings.HasPrefix(k, claimPrefix) && strings.HasSuffix(k, "."+e.Key) {
+				delete(cm.Data, k) // trained: a step of this key is served from now on
+			}
+		}
 		s.trim(cm)
 		return s.Writer.Update(ctx, cm)
 	})
@@ -126,6 +132,75 @@ func (s Store) Put(ctx context.Context, namespace string, e Entry) error {
 		return fmt.Errorf("storing in the step cache %s/%s: %w", namespace, ConfigMapName, err)
 	}
 	return nil
+}
+
+// Claim is a step's claim to train its key now, so another step of the key that starts while it
+// trains follows its TrainJob instead of making a second one (docs/cache.md, "In-flight steps").
+type Claim struct {
+	// TrainJob is the claiming step's TrainJob, made or about to be.
+	TrainJob string `json:"trainJob"`
+	// Claimed is when it was claimed: a TrainJob not made within a while of it is not coming.
+	Claimed time.Time `json:"claimed"`
+}
+
+// claimPrefix begins the data key of a claim, inflight.<engine>.<key>: a claim binds only the
+// steps of its engine, which are the ones that can follow each other's jobs (each face watches
+// its own engine's TrainJobs). It sorts as the oldest entry, so it goes first when trimmed.
+const claimPrefix = "inflight."
+
+// Claim is the claim on key among engine's steps in namespace: the one there unless stale says
+// it no longer stands (its TrainJob failed or is gone), else mine, written. Of two steps
+// claiming at once one write lands; the other's is a conflict, read again, and gets the winner's.
+func (s Store) Claim(ctx context.Context, namespace, engine, key string, mine Claim, stale func(context.Context, Claim) (bool, error)) (Claim, error) {
+	dataKey := claimPrefix + engine + "." + key
+	b, err := json.Marshal(mine)
+	if err != nil {
+		return Claim{}, fmt.Errorf("encoding the claim: %w", err)
+	}
+	got := mine
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got = mine
+		cm := &corev1.ConfigMap{}
+		err := s.API.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ConfigMapName}, cm)
+		if apierrors.IsNotFound(err) {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ConfigMapName,
+				Labels: map[string]string{trainjob.LabelManagedBy: trainjob.ManagedByValue}}}
+			cm.Data = map[string]string{dataKey: string(b)}
+			err = s.Writer.Create(ctx, cm)
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("configmaps"), ConfigMapName, err)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		var have Claim
+		if raw, ok := cm.Data[dataKey]; ok && json.Unmarshal([]byte(raw), &have) == nil && have.TrainJob != "" {
+			if have.TrainJob == mine.TrainJob {
+				got = have
+				return nil
+			}
+			gone, err := stale(ctx, have)
+			if err != nil {
+				return err
+			}
+			if !gone {
+				got = have
+				return nil
+			}
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[dataKey] = string(b)
+		s.trim(cm)
+		return s.Writer.Update(ctx, cm)
+	})
+	if err != nil {
+		return Claim{}, fmt.Errorf("claiming the key in the step cache %s/%s: %w", namespace, ConfigMapName, err)
+	}
+	return got, nil
 }
 
 // trim deletes the oldest entries while the store is over its bound; an entry that is not one

@@ -21,7 +21,8 @@ const (
 var CacheOutputNames = []string{OutCacheKey, OutCacheHit, OutCachedFrom}
 
 // Cached is a step served from the cache: the outputs the TrainJob From's step wrote, returned
-// as they were stored.
+// as they were stored; or, with no Outputs, a step that followed the TrainJob From another step
+// of its key made while it trained, whose outputs are that job's own.
 type Cached struct {
 	From    string
 	Outputs map[string]string
@@ -35,9 +36,8 @@ func (o Observation) cacheOutputs(out map[string]string) map[string]string {
 	}
 	from := ""
 	if o.Cached != nil {
-		out = maps.Clone(o.Cached.Outputs)
-		if out == nil {
-			out = map[string]string{}
+		if o.Cached.Outputs != nil {
+			out = maps.Clone(o.Cached.Outputs)
 		}
 		from = o.Cached.From
 	}

@@ -194,8 +194,11 @@ func (o *runOptions) follow(ctx context.Context, runner *lifecycle.Runner, s lif
 		if !announced && st.Name != "" {
 			announced = true
 			verb := "found existing"
-			if st.Created {
+			switch {
+			case st.Created:
 				verb = "created"
+			case st.Cached != nil:
+				verb = "following" // a TrainJob another step of its cache key started
 			}
 			o.say("%s TrainJob %s/%s (runtime %s, %s)", verb, s.Namespace, st.Name, plan.Runtime.Name, plan.Trainer.Kind())
 		}
@@ -245,7 +248,8 @@ func (o *runOptions) streamLog(ctx context.Context, f trainjob.LogFollower, ns, 
 }
 
 // interrupted reports a step stopped from outside (an Argo stop, a Tekton cancel, Ctrl-C): the
-// core deleted its TrainJob, unless --keep-on-interrupt, so none is orphaned.
+// core deleted its TrainJob, unless --keep-on-interrupt, so none is orphaned, or let go of one
+// other steps of its cache key follow, which runs on for them.
 func (o *runOptions) interrupted(st lifecycle.Status) int {
 	switch {
 	case st.Name == "":
@@ -254,6 +258,8 @@ func (o *runOptions) interrupted(st lifecycle.Status) int {
 		o.say("interrupted, and stopping TrainJob %s/%s failed: %v", st.Namespace, st.Name, st.Err)
 	case st.Deleted:
 		o.say("interrupted; deleted TrainJob %s/%s", st.Namespace, st.Name)
+	case st.Released:
+		o.say("interrupted; %s", st.Message)
 	default:
 		o.say("interrupted; TrainJob %s/%s keeps running (--keep-on-interrupt)", st.Namespace, st.Name)
 	}

@@ -332,6 +332,8 @@ func (p *Plugin) terminal(req *request, st lifecycle.Status, held time.Duration)
 		p.log.Info("deleted a TrainJob past a deadline", "trainjob", st.Name, "reason", st.Reason)
 	case st.Kept:
 		p.log.Info("kept a TrainJob past its timeout (keepOnTimeout)", "trainjob", st.Name)
+	case st.Released:
+		p.log.Info("let go of a TrainJob other steps of its cache key follow", "trainjob", st.Name, "reason", st.Reason)
 	}
 	r := p.reply(req, st.Observation, held)
 	if st.CompletionTime != nil && st.Reason != trainjob.ReasonTimeout && st.Reason != trainjob.ReasonStartTimeout {

@@ -75,10 +75,11 @@ func SetupJanitor(mgr ctrl.Manager) error {
 			if !ok {
 				return nil
 			}
-			if name := ownerWorkflow(tj); name != "" {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: tj.Namespace, Name: name}}}
+			var reqs []reconcile.Request
+			for _, ref := range ownerWorkflows(tj) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: tj.Namespace, Name: ref.Name}})
 			}
-			return nil
+			return reqs
 		})).
 		Complete(j)
 }
@@ -95,20 +96,19 @@ func (j *Janitor) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		// A deleted Workflow takes its TrainJobs with it through their owner reference.
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	list := &trainer.TrainJobList{}
-	if err := j.client.List(ctx, list, client.InNamespace(wf.Namespace),
-		client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID), trainjob.LabelEngine: Engine}); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing the TrainJobs of workflow %s: %w", req, err)
+	// The janitor's cache holds every Argo TrainJob, those the workflow's steps follow too.
+	jobs, err := workflowJobs(ctx, j.client, j.client, wf)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	var errs []error
 	var again bool
-	for i := range list.Items {
-		tj := &list.Items[i]
+	for _, tj := range jobs {
 		why := orphaned(wf, tj)
 		if why == "" {
 			continue
 		}
-		deleted, err := lifecycle.Abandon(ctx, j.client, tj)
+		deleted, err := lifecycle.Abandon(ctx, j.client, tj, string(wf.UID))
 		switch {
 		case apierrors.IsConflict(err):
 			again = true // changed since the cache showed it (kept, perhaps): look again
@@ -127,14 +127,16 @@ func (j *Janitor) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	return reconcile.Result{}, errors.Join(errs...)
 }
 
-// orphaned says why an unfinished TrainJob must go, or "": its workflow is stopping or done, or
-// the Argo node it was made for has finished (failed when the agent was lost, say).
+// orphaned says why wf must let go of an unfinished TrainJob, or "": wf is stopping or done, or
+// the Argo node the job was made for has finished (failed when the agent was lost, say).
 func orphaned(wf *wfv1.Workflow, tj *trainer.TrainJob) string {
 	if why := stopping(wf); why != "" {
 		return why
 	}
 	key := tj.Annotations[trainjob.AnnotationStepKey]
-	if key == "" {
+	if key == "" || tj.Labels[trainjob.LabelOwnerUID] != string(wf.UID) {
+		// A job the workflow's step follows names another workflow's node: it is let go of when
+		// the workflow stops, and its own workflow's janitor run sees to its node.
 		return ""
 	}
 	node := stepNode(wf, key, tj.Labels[trainjob.LabelAttempt])

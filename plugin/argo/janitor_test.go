@@ -36,8 +36,17 @@ func retryingWorkflow() *wfv1.Workflow {
 func jobFor(key, attempt string) *trainer.TrainJob {
 	return &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{
 		Annotations: map[string]string{trainjob.AnnotationStepKey: key},
-		Labels:      map[string]string{trainjob.LabelAttempt: attempt},
+		Labels:      map[string]string{trainjob.LabelAttempt: attempt, trainjob.LabelOwnerUID: "uid"},
 	}}
+}
+
+// followedJob is a TrainJob another workflow's step made, which this workflow's step follows
+// (docs/cache.md): its step key names the other workflow's node.
+func followedJob(key, attempt string) *trainer.TrainJob {
+	tj := jobFor(key, attempt)
+	tj.Labels[trainjob.LabelOwnerUID] = "other-uid"
+	tj.Labels[trainjob.HoldKey("uid")] = "0123456789abcdef"
+	return tj
 }
 
 // The janitor finds the node a TrainJob was made for by its step key and attempt: under a
@@ -52,12 +61,13 @@ func TestOrphanedFollowsArgosRetries(t *testing.T) {
 		job    *trainer.TrainJob
 		orphan bool
 	}{
-		"attempt 0, failed":                         {job: jobFor("wf[0].train", "0"), orphan: true},
-		"attempt 1, running":                        {job: jobFor("wf[0].train", "1")},
-		"attempt 2, not started yet: the parent":    {job: jobFor("wf[0].train", "2")},
-		"no retryStrategy, node finished":           {job: jobFor("wf[0].once", "0"), orphan: true},
-		"a node Argo has not recorded yet":          {job: jobFor("wf[1].later", "0")},
-		"a job with no step key (not the plugin's)": {job: jobFor("", "0")},
+		"attempt 0, failed":                                  {job: jobFor("wf[0].train", "0"), orphan: true},
+		"attempt 1, running":                                 {job: jobFor("wf[0].train", "1")},
+		"attempt 2, not started yet: the parent":             {job: jobFor("wf[0].train", "2")},
+		"no retryStrategy, node finished":                    {job: jobFor("wf[0].once", "0"), orphan: true},
+		"a node Argo has not recorded yet":                   {job: jobFor("wf[1].later", "0")},
+		"a job with no step key (not the plugin's)":          {job: jobFor("", "0")},
+		"a job it follows, whose node is another workflow's": {job: followedJob("wf[0].once", "0")},
 	}
 	for name, tc := range cases {
 		for wfName, wf := range map[string]*wfv1.Workflow{"whole": whole, "trimmed": trimmed.(*wfv1.Workflow)} {

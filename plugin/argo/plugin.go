@@ -111,6 +111,9 @@ func New(cfg *rest.Config, opts Options) (*Plugin, error) {
 		created: map[types.NamespacedName]struct{}{},
 	}
 	p.engine = p.newEngine(c, api, logs)
+	// A cache of the workflow's own TrainJobs lacks one another workflow's step made, which a
+	// step of this one may follow (docs/cache.md, in-flight steps).
+	p.engine.Scoped = owner != ""
 	// A TrainJob's pods and Events are looked up by name, not by scanning the namespace.
 	if err := trainjob.RegisterIndexes(context.Background(), c); err != nil {
 		return nil, err

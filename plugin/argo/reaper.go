@@ -9,6 +9,7 @@ import (
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -69,8 +70,8 @@ func (r *reaper) register(ctx context.Context) error {
 		if !ok {
 			return
 		}
-		if name := ownerWorkflow(tj); name != "" {
-			r.queue.Add(types.NamespacedName{Namespace: tj.Namespace, Name: name})
+		for _, ref := range ownerWorkflows(tj) {
+			r.queue.Add(types.NamespacedName{Namespace: tj.Namespace, Name: ref.Name})
 		}
 	}
 	if _, err := jobs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -114,17 +115,15 @@ func (r *reaper) reconcile(ctx context.Context, key types.NamespacedName) error 
 	if why == "" {
 		return nil
 	}
-	list := &trainer.TrainJobList{}
-	if err := r.cache.List(ctx, list, client.InNamespace(wf.Namespace),
-		client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID), trainjob.LabelEngine: Engine}); err != nil {
-		return fmt.Errorf("listing the TrainJobs of workflow %s: %w", key, err)
+	jobs, err := workflowJobs(ctx, r.cache, r.api, wf)
+	if err != nil {
+		return err
 	}
 	var errs []error
-	for i := range list.Items {
-		tj := &list.Items[i]
+	for _, tj := range jobs {
 		// Preconditioned on the version cached: a job kept since (keepOnTimeout) is a Conflict,
 		// and the retry reads it kept.
-		deleted, err := lifecycle.Abandon(ctx, r.api, tj)
+		deleted, err := lifecycle.Abandon(ctx, r.api, tj, string(wf.UID))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -146,30 +145,67 @@ func (r *reaper) sweep(ctx context.Context) error {
 	workflows := map[types.NamespacedName]*wfv1.Workflow{} // one read per workflow; nil: gone or unreadable
 	for i := range list.Items {
 		tj := &list.Items[i]
-		name := ownerWorkflow(tj)
-		if name == "" || !lifecycle.Abandonable(tj) { // no Workflow read for a job nothing would delete
+		if !lifecycle.Abandonable(tj) { // no Workflow read for a job nothing would delete
 			continue
 		}
-		key := types.NamespacedName{Namespace: tj.Namespace, Name: name}
-		wf, seen := workflows[key]
-		if !seen {
-			wf = &wfv1.Workflow{}
-			if err := r.api.Get(ctx, key, wf); err != nil {
-				if !apierrors.IsNotFound(err) {
-					errs = append(errs, fmt.Errorf("reading workflow %s: %w", key, err))
+		for _, ref := range ownerWorkflows(tj) {
+			key := types.NamespacedName{Namespace: tj.Namespace, Name: ref.Name}
+			wf, seen := workflows[key]
+			if !seen {
+				wf = &wfv1.Workflow{}
+				if err := r.api.Get(ctx, key, wf); err != nil {
+					if !apierrors.IsNotFound(err) {
+						errs = append(errs, fmt.Errorf("reading workflow %s: %w", key, err))
+					}
+					wf = nil
 				}
-				wf = nil
+				workflows[key] = wf
 			}
-			workflows[key] = wf
-		}
-		if wf == nil || string(wf.UID) != tj.Labels[trainjob.LabelOwnerUID] || stopping(wf) == "" {
-			continue
-		}
-		if _, err := lifecycle.Abandon(ctx, r.api, tj); err != nil {
-			errs = append(errs, err)
+			if wf == nil || !stepsOf(wf, tj) || stopping(wf) == "" {
+				continue
+			}
+			if _, err := lifecycle.Abandon(ctx, r.api, tj, string(wf.UID)); err != nil {
+				errs = append(errs, err)
+			}
+			break // written: another stopped owner's turn is the next sweep's, on the job as it is then
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// workflowJobs are the TrainJobs of wf's steps: those they made, from cached (which holds them),
+// and those they follow (a TrainJob another workflow's step of the same cache key made:
+// docs/cache.md), which carry the workflow's hold and are read from api when cache may not
+// hold another workflow's jobs.
+func workflowJobs(ctx context.Context, cached, api client.Reader, wf *wfv1.Workflow) ([]*trainer.TrainJob, error) {
+	var jobs []*trainer.TrainJob
+	seen := map[string]bool{}
+	for _, q := range []struct {
+		r   client.Reader
+		sel client.ListOption
+	}{
+		{cached, client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID), trainjob.LabelEngine: Engine}},
+		{api, client.HasLabels{trainjob.HoldKey(string(wf.UID))}},
+	} {
+		list := &trainer.TrainJobList{}
+		if err := q.r.List(ctx, list, client.InNamespace(wf.Namespace), q.sel); err != nil {
+			return nil, fmt.Errorf("listing the TrainJobs of workflow %s/%s: %w", wf.Namespace, wf.Name, err)
+		}
+		for i := range list.Items {
+			if tj := &list.Items[i]; !seen[tj.Name] {
+				seen[tj.Name] = true
+				jobs = append(jobs, tj)
+			}
+		}
+	}
+	return jobs, nil
+}
+
+// stepsOf says whether tj is a job of wf's steps: made by one (its owner label) or followed by
+// one (its hold).
+func stepsOf(wf *wfv1.Workflow, tj *trainer.TrainJob) bool {
+	_, holds := tj.Labels[trainjob.HoldKey(string(wf.UID))]
+	return holds || string(wf.UID) == tj.Labels[trainjob.LabelOwnerUID]
 }
 
 // stopping says why a workflow's running TrainJobs must go, or "" if they may run on.
@@ -187,11 +223,14 @@ func stopping(wf *wfv1.Workflow) string {
 	return ""
 }
 
-func ownerWorkflow(tj *trainer.TrainJob) string {
+// ownerWorkflows are the Workflows tj belongs to: the one whose step made it and those whose
+// steps follow it.
+func ownerWorkflows(tj *trainer.TrainJob) []metav1.OwnerReference {
+	var refs []metav1.OwnerReference
 	for _, o := range tj.OwnerReferences {
 		if o.Kind == "Workflow" && o.APIVersion == wfv1.SchemeGroupVersion.String() {
-			return o.Name
+			refs = append(refs, o)
 		}
 	}
-	return ""
+	return refs
 }

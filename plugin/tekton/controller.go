@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -257,7 +256,9 @@ func setup(mgr manager.Manager, opts Options, ownPods, kueue bool) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&v1beta1.CustomRun{}, builder.WithPredicates(ours)).
-		Owns(&trainer.TrainJob{}).
+		// Every CustomRun that owns a TrainJob, not only its controller: the steps that follow
+		// another's job (the step cache's in-flight steps) are woken by it too.
+		Watches(&trainer.TrainJob{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1beta1.CustomRun{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podOwner)).
 		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(r.eventOwner))
 	b, r.workloads = r.watchWorkloads(mgr, b, kueue)
@@ -316,14 +317,15 @@ func (r *Reconciler) newEngine(mgr manager.Manager, logs trainjob.LogSource) *li
 	return e
 }
 
-// podOwner maps a JobSet pod to the CustomRun that owns its TrainJob (pods carry the TrainJob
-// name as jobset-name; the TrainJob carries the controller reference to the CustomRun).
+// podOwner maps a JobSet pod to the CustomRuns that own its TrainJob (pods carry the TrainJob
+// name as jobset-name; the TrainJob carries the owner references to the CustomRuns: its
+// maker's, and those of the steps that follow it).
 func (r *Reconciler) podOwner(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.trainJobOwner(ctx, o.GetNamespace(), o.GetLabels()[trainjob.LabelJobSetName])
 }
 
-// eventOwner maps an Event about a TrainJob, its JobSet, Jobs or pods to the CustomRun that
-// controls the TrainJob: each TrainJob it may be about (trainjob.EventTrainJobs) is looked up in
+// eventOwner maps an Event about a TrainJob, its JobSet, Jobs or pods to the CustomRuns that
+// own the TrainJob: each TrainJob it may be about (trainjob.EventTrainJobs) is looked up in
 // the cache, and Events Decide does not read map to none.
 func (r *Reconciler) eventOwner(ctx context.Context, o client.Object) []reconcile.Request {
 	e, ok := o.(*corev1.Event)
@@ -345,10 +347,11 @@ func (r *Reconciler) trainJobOwner(ctx context.Context, namespace, name string) 
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, tj); err != nil {
 		return nil
 	}
+	var reqs []reconcile.Request
 	for _, ref := range tj.OwnerReferences {
-		if ptr.Deref(ref.Controller, false) && ref.Kind == "CustomRun" && ref.APIVersion == v1beta1.GroupVersion.String() {
-			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: tj.Namespace, Name: ref.Name}}}
+		if ref.Kind == "CustomRun" && ref.APIVersion == v1beta1.GroupVersion.String() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: tj.Namespace, Name: ref.Name}})
 		}
 	}
-	return nil
+	return reqs
 }

@@ -442,6 +442,9 @@ func (r *Reconciler) cancel(ctx context.Context, s *state) (reconcile.Result, er
 		}
 		msg += fmt.Sprintf("; TrainJob %s deleted", st.Name)
 	}
+	if st.Released {
+		msg += "; " + st.Message
+	}
 	s.finish(corev1.ConditionFalse, ReasonCancelled, msg)
 	return reconcile.Result{}, nil
 }

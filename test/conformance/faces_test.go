@@ -149,6 +149,16 @@ func (r *running) trainJobs(t *testing.T) []trainer.TrainJob {
 	return l.Items
 }
 
+// inFlight waits until a TrainJob exists in namespace ns: an earlier run's, which trains
+// alongside the checked one (scenario.alongside).
+func inFlight(t *testing.T, ns string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		l := &trainer.TrainJobList{}
+		return stack.Client.List(t.Context(), l, client.InNamespace(ns)) == nil && len(l.Items) > 0
+	}, timeout, interval, "the earlier run must create its TrainJob")
+}
+
 // started waits until the step's face has recorded its TrainJob's start (so the face knows the
 // job as its own) and returns the TrainJob.
 func (r *running) started(t *testing.T) *trainer.TrainJob {
@@ -177,10 +187,24 @@ func (cliFace) name() string { return "cli" }
 func (cliFace) run(t *testing.T, sc scenario) result {
 	r := &running{ns: stack.Namespace(t)}
 	step := sc.prepare(t, r)
-	if sc.twice {
-		first := stack.StartExecutor(t, bin, r.ns, step, timeout, "--owner-uid", uuid.NewString(), "--step-key", cliStepKey).Result(t)
-		t.Logf("first run: exit %d; stderr:\n%s", first.Code, first.Stderr)
+	earlierEnded := func(*testing.T) {}
+	if sc.earlier != nil {
+		first := stack.StartExecutor(t, bin, r.ns, sc.earlier(step), timeout, "--owner-uid", uuid.NewString(), "--step-key", cliStepKey)
+		earlierEnded = func(t *testing.T) {
+			res := first.Result(t)
+			t.Logf("first run: exit %d; stderr:\n%s", res.Code, res.Stderr)
+			if sc.alongside {
+				assert.Equal(t, cli.ExitSucceeded, res.Code, "the earlier run")
+			}
+		}
+		if sc.alongside {
+			inFlight(t, r.ns)
+		} else {
+			earlierEnded(t)
+			earlierEnded = func(*testing.T) {}
+		}
 	}
+	defer func() { earlierEnded(t) }()
 	owner := uuid.NewString() // the pipeline run's, the same for every attempt
 	if sc.upgrade {
 		createPrevious(t, r, previous.Identity{Engine: "cli", OwnerUID: owner, StepKey: cliStepKey}, nil, step)
@@ -261,9 +285,9 @@ func (argoFace) run(t *testing.T, sc scenario) result {
 	t.Cleanup(argoRuns.Unlock)
 	r := &running{ns: argoharness.Namespace}
 	step := sc.prepare(t, r)
-	if sc.twice {
+	if sc.earlier != nil {
 		// A subtest, so its agent stops when its Workflow ended: two agents lock each other out.
-		t.Run("first run", func(t *testing.T) { argoWorkflow(t, sc, &running{ns: r.ns}, step) })
+		t.Run("first run", func(t *testing.T) { argoWorkflow(t, scenario{}, &running{ns: r.ns}, sc.earlier(step)) })
 	}
 	return argoWorkflow(t, sc, r, step)
 }
@@ -363,10 +387,21 @@ func (tektonFace) run(t *testing.T, sc scenario) result {
 	ns := stack.Namespace(t)
 	r := &running{ns: ns}
 	step := sc.prepare(t, r)
-	if sc.twice {
-		tektonharness.CreateRetriedStepPipelineRun(t, tk.Client, ns, "first", step, sc.retries)
+	earlierEnded := func(t *testing.T) {
 		first := finishedCustomRun(t, ns, "first").Status.Succeeded()
 		t.Logf("first run: CustomRun %s %s: %s", first.Status, first.Reason, first.Message)
+		if sc.alongside {
+			assert.Equal(t, corev1.ConditionTrue, first.Status, "the earlier run")
+		}
+	}
+	if sc.earlier != nil {
+		tektonharness.CreateRetriedStepPipelineRun(t, tk.Client, ns, "first", sc.earlier(step), 0)
+		if sc.alongside {
+			inFlight(t, ns)
+			defer earlierEnded(t)
+		} else {
+			earlierEnded(t)
+		}
 	}
 	tektonharness.CreateRetriedStepPipelineRun(t, tk.Client, ns, "run", step, sc.retries)
 	r.stop = func(t *testing.T) { cancelPipelineRun(t, ns, "run") }
