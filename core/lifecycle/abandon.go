@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -25,20 +23,12 @@ func Abandon(ctx context.Context, w client.Writer, tj *trainer.TrainJob, ownerUI
 	if !Abandonable(tj) {
 		return false, nil
 	}
-	if len(trainjob.Holders(tj)) > 0 {
-		deleted, _, err := release(ctx, w, tj, ownerUID)
-		return deleted, err
+	// A job no other step holds is deleted, preconditioned on tj's version.
+	deleted, _, err = release(ctx, w, tj, ownerUID)
+	if err != nil {
+		return false, fmt.Errorf("ending the step of a stopped pipeline: %w", err)
 	}
-	uid, rv := tj.UID, tj.ResourceVersion
-	err = w.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name}},
-		client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid, ResourceVersion: &rv})
-	switch {
-	case err == nil:
-		return true, nil
-	case apierrors.IsNotFound(err):
-		return false, nil
-	}
-	return false, fmt.Errorf("deleting TrainJob %s/%s of a stopped pipeline: %w", tj.Namespace, tj.Name, err)
+	return deleted, nil
 }
 
 // Abandonable says whether Abandon would delete tj: it still trains, is not being deleted and

@@ -199,11 +199,7 @@ func (e *Engine) look(ctx context.Context, s Step, tj *trainer.TrainJob) Status 
 // With Cluster.Shared it is the cache's own object: read it only.
 func (e *Engine) Find(ctx context.Context, namespace string, id trainjob.Identity) (*trainer.TrainJob, error) {
 	tj := &trainer.TrainJob{}
-	var opts []client.GetOption
-	if e.Shared {
-		opts = append(opts, client.UnsafeDisableDeepCopy)
-	}
-	err := e.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: id.Name()}, tj, opts...)
+	err := e.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: id.Name()}, tj, e.cacheGet()...)
 	switch {
 	case err == nil && id.Owns(tj.Labels):
 		return tj, nil
@@ -220,6 +216,14 @@ func (e *Engine) Find(ctx context.Context, namespace string, id trainjob.Identit
 		return tj, nil // the name is someone else's job
 	}
 	return nil, nil
+}
+
+// cacheGet are the options of a read from Cache: its own object when Shared (read it only).
+func (e *Engine) cacheGet() []client.GetOption {
+	if e.Shared {
+		return []client.GetOption{client.UnsafeDisableDeepCopy}
+	}
+	return nil
 }
 
 func (e *Engine) now() time.Time {

@@ -66,11 +66,7 @@ func (e *Engine) podsBeforeVerdict(ctx context.Context, s Step, tj *trainer.Trai
 	if s.Identity.Adopts(tj) {
 		return nil, nil
 	}
-	pods := &corev1.PodList{}
-	if err := e.API.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: tj.Name}); err != nil {
-		return nil, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
-	}
-	return pods.Items, nil
+	return trainjob.ListPods(ctx, e.API, tj)
 }
 
 // conclude carries out a terminal verdict: the failing pod's log tail, read while the pods are

@@ -112,13 +112,9 @@ func (e *Engine) hold(ctx context.Context, s Step, tj *trainer.TrainJob, key str
 // a cached step, the one that carries its hold, from the face's cache and, when the face caches
 // only its own jobs (Cluster.Scoped), from the apiserver.
 func (e *Engine) held(ctx context.Context, s Step) (*trainer.TrainJob, error) {
-	var opts []client.GetOption
-	if e.Shared {
-		opts = append(opts, client.UnsafeDisableDeepCopy)
-	}
 	if s.Recorded != "" && s.Recorded != s.Identity.Name() {
 		tj := &trainer.TrainJob{}
-		err := e.Cache.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Recorded}, tj, opts...)
+		err := e.Cache.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Recorded}, tj, e.cacheGet()...)
 		switch {
 		case err == nil && s.Identity.Holds(tj):
 			return tj, nil

@@ -95,38 +95,18 @@ func (s Store) Put(ctx context.Context, namespace string, e Entry) error {
 	if err != nil {
 		return fmt.Errorf("encoding the outputs to store: %w", err)
 	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm := &corev1.ConfigMap{}
-		err := s.API.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ConfigMapName}, cm)
-		if apierrors.IsNotFound(err) {
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ConfigMapName,
-				Labels: map[string]string{trainjob.LabelManagedBy: trainjob.ManagedByValue}}}
-			cm.Data = map[string]string{e.Key: string(b)}
-			s.trim(cm)
-			err = s.Writer.Create(ctx, cm)
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(corev1.Resource("configmaps"), ConfigMapName, err)
-			}
-			return err
-		}
-		if err != nil {
-			return err
-		}
+	err = s.update(ctx, namespace, func(_ context.Context, data map[string]string) (bool, error) {
 		var have Entry
-		if raw, ok := cm.Data[e.Key]; ok && json.Unmarshal([]byte(raw), &have) == nil && have.TrainJob == e.TrainJob {
-			return nil
+		if raw, ok := data[e.Key]; ok && json.Unmarshal([]byte(raw), &have) == nil && have.TrainJob == e.TrainJob {
+			return false, nil
 		}
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		cm.Data[e.Key] = string(b)
-		for k := range cm.Data {
+		data[e.Key] = string(b)
+		for k := range data {
 			if strings.HasPrefix(k, claimPrefix) && strings.HasSuffix(k, "."+e.Key) {
-				delete(cm.Data, k) // trained: a step of this key is served from now on
+				delete(data, k) // trained: a step of this key is served from now on
 			}
 		}
-		s.trim(cm)
-		return s.Writer.Update(ctx, cm)
+		return true, nil
 	})
 	if err != nil {
 		return fmt.Errorf("storing in the step cache %s/%s: %w", namespace, ConfigMapName, err)
@@ -158,49 +138,61 @@ func (s Store) Claim(ctx context.Context, namespace, engine, key string, mine Cl
 		return Claim{}, fmt.Errorf("encoding the claim: %w", err)
 	}
 	got := mine
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = s.update(ctx, namespace, func(ctx context.Context, data map[string]string) (bool, error) {
 		got = mine
-		cm := &corev1.ConfigMap{}
-		err := s.API.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ConfigMapName}, cm)
-		if apierrors.IsNotFound(err) {
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ConfigMapName,
-				Labels: map[string]string{trainjob.LabelManagedBy: trainjob.ManagedByValue}}}
-			cm.Data = map[string]string{dataKey: string(b)}
-			err = s.Writer.Create(ctx, cm)
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(corev1.Resource("configmaps"), ConfigMapName, err)
-			}
-			return err
-		}
-		if err != nil {
-			return err
-		}
 		var have Claim
-		if raw, ok := cm.Data[dataKey]; ok && json.Unmarshal([]byte(raw), &have) == nil && have.TrainJob != "" {
+		if raw, ok := data[dataKey]; ok && json.Unmarshal([]byte(raw), &have) == nil && have.TrainJob != "" {
 			if have.TrainJob == mine.TrainJob {
 				got = have
-				return nil
+				return false, nil
 			}
 			gone, err := stale(ctx, have)
-			if err != nil {
-				return err
-			}
-			if !gone {
+			if err != nil || !gone {
 				got = have
-				return nil
+				return false, err
 			}
 		}
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		cm.Data[dataKey] = string(b)
-		s.trim(cm)
-		return s.Writer.Update(ctx, cm)
+		data[dataKey] = string(b)
+		return true, nil
 	})
 	if err != nil {
 		return Claim{}, fmt.Errorf("claiming the key in the step cache %s/%s: %w", namespace, ConfigMapName, err)
 	}
 	return got, nil
+}
+
+// update changes the store of namespace: change edits its data (made when the store is not
+// there yet) and says whether to write it, trimmed to the bound. Two steps writing at once both
+// land: a conflict (an update, or a create another beat) is read again and changed again.
+func (s Store) update(ctx context.Context, namespace string, change func(context.Context, map[string]string) (bool, error)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm := &corev1.ConfigMap{}
+		err := s.API.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ConfigMapName}, cm)
+		missing := apierrors.IsNotFound(err)
+		switch {
+		case missing:
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ConfigMapName,
+				Labels: map[string]string{trainjob.LabelManagedBy: trainjob.ManagedByValue}}}
+		case err != nil:
+			return err
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		write, err := change(ctx, cm.Data)
+		if err != nil || !write {
+			return err
+		}
+		s.trim(cm)
+		if !missing {
+			return s.Writer.Update(ctx, cm)
+		}
+		err = s.Writer.Create(ctx, cm)
+		if apierrors.IsAlreadyExists(err) {
+			return apierrors.NewConflict(corev1.Resource("configmaps"), ConfigMapName, err)
+		}
+		return err
+	})
 }
 
 // trim deletes the oldest entries while the store is over its bound; an entry that is not one

@@ -358,11 +358,7 @@ func (r *Reconciler) snapshot(ctx context.Context, tj *trainer.TrainJob) (trainj
 // running), and read here once before the verdicts that depend on its pods
 // (lifecycle.Cluster.PodsBeforeVerdict).
 func (r *Reconciler) unlabelledPods(ctx context.Context, tj *trainer.TrainJob) ([]corev1.Pod, error) {
-	pods := &corev1.PodList{}
-	if err := r.apiReader.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainjob.LabelJobSetName: tj.Name}); err != nil {
-		return nil, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err)
-	}
-	return pods.Items, nil
+	return trainjob.ListPods(ctx, r.apiReader, tj)
 }
 
 // deadlines are the attempt's bounds, counted from its start.
