@@ -166,10 +166,11 @@ func (e *Engine) LookAt(ctx context.Context, s Step, tj *trainer.TrainJob) Statu
 // nothing about a step that cannot resume.
 func withAttempt(s Step, st Status) Status {
 	if s.Spec == nil || s.Spec.Checkpoint == nil {
+		st.Attempt = nil // a resumed job's label gives one (Observe); it is no output of this step
 		return st
 	}
 	st.Attempt = ptr.To(s.Identity.Attempt)
-	// The checkpoint is known from rank 0's termination message, so once the step ended.
+	// A running job's message says it already (Observe); a finished one's is the Trainer's.
 	if note := st.ResumeNote(); note != "" && st.Phase.Terminal() {
 		st.Message += "; " + note
 	}

@@ -70,8 +70,12 @@ func (w *resumeWatch) from() string {
 }
 
 // withResume is obs with the attempt and the checkpoint it resumed from: the local backend
-// always knows its attempt, so its runs carry the resume outputs.
+// always knows its attempt, so its runs carry the resume outputs. The path from rank 0's log
+// line wins over the name its progress reported (trainers.ResumedFromMetric), which Observe read.
 func withResume(obs trainjob.Observation, attempt int, resumedFrom string) trainjob.Observation {
-	obs.Attempt, obs.ResumedFrom = &attempt, resumedFrom
+	obs.Attempt = &attempt
+	if resumedFrom != "" {
+		obs.ResumedFrom = resumedFrom
+	}
 	return obs
 }

@@ -23,11 +23,14 @@ type Pod struct {
 	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
 	Affinity     *corev1.Affinity    `json:"affinity,omitempty"`
 	// PriorityClassName is refused with the alternative: no Trainer release lets a TrainJob set it.
-	PriorityClassName  string   `json:"priorityClassName,omitempty"`
-	SchedulingGates    []string `json:"schedulingGates,omitempty"`
-	ServiceAccountName string   `json:"serviceAccountName,omitempty"`
-	ImagePullSecrets   []string `json:"imagePullSecrets,omitempty"`
-	Volumes            []Volume `json:"volumes,omitempty"`
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// TerminationGracePeriodSeconds is the time a stopped pod has between SIGTERM and SIGKILL:
+	// what on_sigterm's last save may take (docs/resume.md). Trainer v2.3+ only.
+	TerminationGracePeriodSeconds *int64   `json:"terminationGracePeriodSeconds,omitempty"`
+	SchedulingGates               []string `json:"schedulingGates,omitempty"`
+	ServiceAccountName            string   `json:"serviceAccountName,omitempty"`
+	ImagePullSecrets              []string `json:"imagePullSecrets,omitempty"`
+	Volumes                       []Volume `json:"volumes,omitempty"`
 	// VolumeMounts mount Volumes into the trainer container.
 	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
 	// Env sets trainer env from Secret or ConfigMap keys (spec.trainer.env valueFrom).
@@ -155,6 +158,9 @@ func (pod *Pod) Validate(p *field.Path) field.ErrorList {
 	if pod.PriorityClassName != "" {
 		errs = append(errs, field.Forbidden(p.Child("priorityClassName"),
 			"no Trainer release (v2.0–v2.3) lets a TrainJob set a pod's priority (neither runtimePatches nor podTemplateOverrides has it); set priorityClassName in the runtime's pod template, or with Kueue label the step kueue.x-k8s.io/priority-class: <WorkloadPriorityClass>"))
+	}
+	if g := pod.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		errs = append(errs, field.Invalid(p.Child("terminationGracePeriodSeconds"), *g, "must be 0 or more seconds"))
 	}
 	errs = append(errs, uniqueNames(pod.SchedulingGates, p.Child("schedulingGates"), validation.IsQualifiedName)...)
 	if pod.ServiceAccountName != "" {

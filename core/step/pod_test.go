@@ -80,6 +80,7 @@ func TestPodBlockBadValues(t *testing.T) {
 		"affinity operator":      {"affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: z, operator: Is, values: [a]}]}]}}}", "pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator"},
 		"affinity weight":        {"affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 0, preference: {}}]}}", "pod.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight"},
 		"priority class":         {"priorityClassName: high", "pod.priorityClassName"},
+		"grace period":           {"terminationGracePeriodSeconds: -1", "pod.terminationGracePeriodSeconds"},
 		"gate":                   {"schedulingGates: ['bad gate']", "pod.schedulingGates[0]"},
 		"service account":        {"serviceAccountName: Trainer_SA", "pod.serviceAccountName"},
 		"pull secret duplicate":  {"imagePullSecrets: [a, a]", "pod.imagePullSecrets[1]"},

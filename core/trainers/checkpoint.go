@@ -15,6 +15,11 @@ const CheckpointMarker = "TRAINSTEP_COMPLETE"
 // container, the local backend (and, later, a face reading the node-0 log) learns it from this.
 const ResumedFromLine = "trainstep: resumed-from "
 
+// ResumedFromMetric is the status.trainerStatus metric rank 0 posts while it trains from a
+// checkpoint: the checkpoint directory's name (step-400), at most 64 characters as the Trainer
+// takes them. It is trainstep's, not the function's: no face shows it as a metric.
+const ResumedFromMetric = "trainstep.resumed-from"
+
 // checkpointer is the helpers every function trainer's script defines beside report(), so the
 // same code resumes under `executor run --local` and on a cluster, with no SDK in the image:
 //
@@ -34,8 +39,10 @@ const ResumedFromLine = "trainstep: resumed-from "
 //	    two of its Python statements, so keep the state it saves consistent at every statement.
 //
 // Before the function is called the script sets $TRAINSTEP_RESUME_FROM to latest_checkpoint()
-// (unset when none) and rank 0 prints ResumedFromLine with it. A source that defines one of
-// these names keeps its own.
+// (unset when none) and rank 0 prints ResumedFromLine with it, and, where the Trainer serves
+// progress, posts the checkpoint's name as the metric ResumedFromMetric (and with every
+// report() after), so a running step's message says what it resumed from before the
+// termination message does. A source that defines one of these names keeps its own.
 var checkpointer = strings.NewReplacer("@DIR@", step.CheckpointDirEnv, "@FROM@", step.ResumeFromEnv,
 	"@MARKER@", CheckpointMarker, "@LINE@", ResumedFromLine).Replace(`def _trainstep_checkpoints():
     import os, re
@@ -144,6 +151,8 @@ def _trainstep_resume():
         os.environ["@FROM@"] = path
         if _trainstep_rank() == "0":
             print("@LINE@" + path, file=sys.stderr, flush=True)
+            _trainstep_report.resumed = os.path.basename(path)[:64]
+            _trainstep_report_resumed()
 
 
 if "save_checkpoint" not in globals():

@@ -199,3 +199,44 @@ func TestScriptKeepsTheSourcesOwnCheckpointHelpers(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.JSONEq(t, `{"`+ResultMarker+`": "mine"}`, msg)
 }
+
+// Where the Trainer serves progress, rank 0 posts the checkpoint it resumed from at once and
+// with every report() after (the server replaces the whole trainerStatus at each post), so a
+// face can say it while the job runs; where it serves none, the script says nothing more.
+func TestScriptReportsTheCheckpointItResumedFrom(t *testing.T) {
+	resumed := map[string]any{"name": ResumedFromMetric, "value": "step-400"}
+	for name, tc := range map[string]struct {
+		env     []string
+		server  bool
+		want    []map[string]any
+		wantOut string
+	}{
+		"rank 0": {server: true, want: []map[string]any{
+			{"metrics": []any{resumed}},
+			{"progressPercentage": 10.0, "metrics": []any{map[string]any{"name": "loss", "value": "0.5"}, resumed}},
+		}},
+		"another rank":   {server: true, env: []string{"RANK=1"}},
+		"with no server": {env: []string{"KUBEFLOW_TRAINER_SERVER_URL="}, wantOut: ResumedFromLine},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			require.NoError(t, os.MkdirAll(filepath.Join(root, "step-400"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(root, "step-400", CheckpointMarker), nil, 0o644))
+			env := append([]string{step.CheckpointDirEnv + "=" + root}, tc.env...)
+			var rec *statusServer
+			if tc.server {
+				var server []string
+				rec, server = reportEnv(t, 200)
+				env = append(server, env...)
+			}
+			out, _, err := runResult(t, "def train():\n    report(progress=10, loss=0.5)\n    return 1\n", env...)
+			require.NoError(t, err, out)
+			assert.NotContains(t, out, "not reported")
+			if rec != nil {
+				_, got := rec.requests()
+				assert.Equal(t, tc.want, got)
+			}
+			assert.Contains(t, out, tc.wantOut)
+		})
+	}
+}

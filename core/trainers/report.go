@@ -1,5 +1,7 @@
 package trainers
 
+import "strings"
+
 // reporter is the report() helper every function trainer's script defines for the training
 // function (unless the source defines its own report): it posts progress, time left and metrics
 // to the Trainer's status server the way the Kubeflow SDK's update_trainjob_status does
@@ -20,7 +22,7 @@ package trainers
 // Where the Trainer injected no server (its TrainJobStatus feature gate is off) it says so once
 // in the log and does nothing. `executor run --local` serves the same endpoint
 // (core/local/statusserver.go), with the same limits.
-const reporter = `def _trainstep_report(progress=None, eta=None, **metrics):
+var reporter = strings.ReplaceAll(`def _trainstep_report(progress=None, eta=None, **metrics):
     try:
         return _trainstep_report_status(progress, eta, metrics)
     except Exception as e:
@@ -64,6 +66,7 @@ def _trainstep_report_status(progress, eta, metrics):
         ts["metrics"] = ms
     if not ts:
         return False
+    _trainstep_report_add_resumed(ts)
     ts["lastUpdatedTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     now = time.monotonic()
     if getattr(g, "last", None) is not None and now - g.last < 5 and ts.get("progressPercentage") != 100:
@@ -76,6 +79,32 @@ def _trainstep_report_status(progress, eta, metrics):
         return False
     g.last, g.held = now, None
     return g.post(ts)
+
+
+def _trainstep_report_add_resumed(ts):
+    """ts with the checkpoint the run resumed from, as a metric of its own: the server replaces
+    the whole trainerStatus at each post, so every post carries it."""
+    resumed = getattr(_trainstep_report, "resumed", None)
+    if resumed:
+        ms = ts.setdefault("metrics", [])
+        del ms[255:]
+        ms.append({"name": "@METRIC@", "value": resumed})
+
+
+def _trainstep_report_resumed():
+    """Posts, once, what the run resumed from, where the Trainer serves progress; quietly not
+    where it does not (the log line says it, and the termination message)."""
+    import os, time
+    try:
+        if not os.environ.get("KUBEFLOW_TRAINER_SERVER_URL"):
+            return False
+        ts = {}
+        _trainstep_report_add_resumed(ts)
+        ts["lastUpdatedTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return _trainstep_report.post(ts)
+    except Exception as e:
+        _trainstep_report_note("resumed-from not reported: %s" % _trainstep_report_repr(e))
+        return False
 
 
 def _trainstep_report_held():
@@ -195,4 +224,4 @@ def _trainstep_post_status(ts):
 
 _trainstep_report.post = _trainstep_post_status
 if "report" not in globals():
-    report = _trainstep_report`
+    report = _trainstep_report`, "@METRIC@", ResumedFromMetric)

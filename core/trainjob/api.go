@@ -30,6 +30,8 @@ type API struct {
 	PodMechanism string
 	// ActiveDeadline: spec.activeDeadlineSeconds exists (v2.2+).
 	ActiveDeadline bool
+	// GracePeriod: spec.runtimePatches' pod spec takes terminationGracePeriodSeconds (v2.3+).
+	GracePeriod bool
 	// MaxCommandItem is the longest spec.trainer.command item accepted.
 	MaxCommandItem int
 	// Source says where this came from, for --dry-run and messages.
@@ -44,7 +46,7 @@ const (
 )
 
 // AssumedAPI is used with no cluster (--local, stock runtimes): Trainer v2.3.
-var AssumedAPI = API{PodMechanism: PodRuntimePatches, ActiveDeadline: true, MaxCommandItem: CommandItemV23, Source: "assumed Trainer v2.3 (no cluster)"}
+var AssumedAPI = API{PodMechanism: PodRuntimePatches, ActiveDeadline: true, GracePeriod: true, MaxCommandItem: CommandItemV23, Source: "assumed Trainer v2.3 (no cluster)"}
 
 var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 
@@ -78,6 +80,7 @@ func APIFromCRD(crd *unstructured.Unstructured) (API, error) {
 			api.PodMechanism = PodTemplateOverrides
 		}
 		_, api.ActiveDeadline = spec["activeDeadlineSeconds"]
+		api.GracePeriod = patches && hasProperty(spec["runtimePatches"], "terminationGracePeriodSeconds")
 		if n, ok, _ := unstructured.NestedInt64(spec, "trainer", "properties", "command", "items", "maxLength"); ok && n > 0 {
 			api.MaxCommandItem = int(n)
 		}
@@ -85,6 +88,31 @@ func APIFromCRD(crd *unstructured.Unstructured) (API, error) {
 		return api, nil
 	}
 	return API{}, fmt.Errorf("CustomResourceDefinition %s has no v1alpha1 version", TrainJobCRD)
+}
+
+// hasProperty says whether a schema names the property anywhere below it: runtimePatches nests
+// the pod spec nine levels down, and only the field's presence matters.
+func hasProperty(node any, name string) bool {
+	switch v := node.(type) {
+	case map[string]any:
+		if props, ok := v["properties"].(map[string]any); ok {
+			if _, ok := props[name]; ok {
+				return true
+			}
+		}
+		for _, child := range v {
+			if hasProperty(child, name) {
+				return true
+			}
+		}
+	case []any:
+		for _, child := range v {
+			if hasProperty(child, name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (a API) describe() string {

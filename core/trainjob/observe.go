@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/core/trainers"
 )
 
 // Pod labels JobSet sets; they find a TrainJob's pods.
@@ -87,8 +89,10 @@ type Observation struct {
 	Remote      bool
 	Cluster     string
 	Undelivered string
-	// Attempt is the retry attempt, when the face knows it (nil: the resume outputs are left
-	// out); ResumedFrom is the checkpoint the command script offered the function (resume.go).
+	// Attempt is the retry attempt, when the face knows it or a resumed job's label says it
+	// (nil: the resume outputs are left out); ResumedFrom is the checkpoint the command script
+	// offered the function (resume.go): its path from the termination message, or, while the
+	// job runs, its name from the progress rank 0 reported (trainers.ResumedFromMetric).
 	Attempt     *int
 	ResumedFrom string
 	// CacheKey is the step's cache key, when it has a cache block (cached.go); Cached, when
@@ -191,6 +195,25 @@ func logContainer(p *corev1.Pod) string {
 	return names[0]
 }
 
+// readTrainerStatus takes the progress the trainer reported: progress, time left, its metrics in
+// the order reported, and the checkpoint it resumed from, which is trainstep's and no metric.
+func (o *Observation) readTrainerStatus(ts *trainer.TrainerStatus) {
+	o.Progress, o.Remaining = ts.ProgressPercentage, ts.EstimatedRemainingSeconds
+	for _, m := range ts.Metrics {
+		if m.Name == trainers.ResumedFromMetric {
+			o.ResumedFrom = m.Value // its name, until the termination message names its path
+			continue
+		}
+		if o.Metrics == nil {
+			o.Metrics = map[string]string{}
+		}
+		if _, dup := o.Metrics[m.Name]; !dup {
+			o.MetricOrder = append(o.MetricOrder, m.Name)
+		}
+		o.Metrics[m.Name] = m.Value
+	}
+}
+
 // Observe reads a TrainJob and its pods, the one place conditions are interpreted. Terminal is
 // Complete=True or Failed=True, found by type (never by position: Kueue's Suspended comes first).
 // There is no Running condition: Running is all trainer pods running or done, computed whatever
@@ -209,16 +232,7 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 		o.StartTime = &t
 	}
 	if ts := tj.Status.TrainerStatus; ts != nil {
-		o.Progress, o.Remaining = ts.ProgressPercentage, ts.EstimatedRemainingSeconds
-		if len(ts.Metrics) > 0 {
-			o.Metrics = map[string]string{}
-			for _, m := range ts.Metrics {
-				if _, dup := o.Metrics[m.Name]; !dup {
-					o.MetricOrder = append(o.MetricOrder, m.Name)
-				}
-				o.Metrics[m.Name] = m.Value
-			}
-		}
+		o.readTrainerStatus(ts)
 	}
 	trainerPods := TrainerPods(pods, tj.Name)
 	o.ProgressOff = progressOff(tj, trainerPods)
@@ -240,7 +254,17 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 		}
 	}
 	result := podResult(trainerPods)
-	o.Result, o.ResumedFrom = result.Value, result.ResumedFrom
+	o.Result = result.Value
+	if result.ResumedFrom != "" {
+		o.ResumedFrom = result.ResumedFrom
+	}
+	if o.ResumedFrom != "" {
+		// Only a step with a checkpoint resumes, and its TrainJob carries the attempt it ran as:
+		// the running message says "resumed from step 400 (attempt 2)" from the job alone.
+		if a, err := strconv.Atoi(tj.Labels[LabelAttempt]); err == nil {
+			o.Attempt = &a
+		}
+	}
 	initRunning, initDone := initializers(pods, tj.Name)
 	allRunning := o.NumNodes > 0 && o.RunningNodes >= o.NumNodes
 	o.Started = allRunning || len(initRunning) > 0 || len(initDone) > 0

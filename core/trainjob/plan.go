@@ -299,6 +299,10 @@ func podErrors(pod *step.Pod, api API, env []corev1.EnvVar, policy runtimes.Poli
 		errs = append(errs, field.Forbidden(field.NewPath("pod"),
 			"the installed Trainer ("+api.Source+") has neither spec.runtimePatches (v2.2+) nor spec.podTemplateOverrides (v2.1); upgrade the Trainer, or set these in the runtime's pod template"))
 	}
+	if pod.TerminationGracePeriodSeconds != nil && api.PodMechanism != "" && !api.GracePeriod {
+		errs = append(errs, field.Forbidden(field.NewPath("pod", "terminationGracePeriodSeconds"),
+			"the installed Trainer ("+api.Source+") takes no terminationGracePeriodSeconds in a TrainJob (Trainer v2.3+ does, in spec.runtimePatches); upgrade the Trainer, or set it in the pod template of a runtime of your own"))
+	}
 	reserved := trainers.InjectedEnv(policy)
 	for _, n := range pod.EnvNames() {
 		if slices.Contains(reserved, n) {

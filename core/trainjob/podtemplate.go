@@ -37,7 +37,7 @@ func podTargets(rt *runtimes.Runtime, pod *step.Pod) []podTarget {
 func hasPodFields(pod *step.Pod) bool {
 	return pod != nil && (len(pod.NodeSelector) > 0 || len(pod.Tolerations) > 0 || pod.Affinity != nil ||
 		len(pod.SchedulingGates) > 0 || pod.ServiceAccountName != "" || len(pod.ImagePullSecrets) > 0 ||
-		len(pod.Volumes) > 0 || len(pod.VolumeMounts) > 0 || len(pod.EnvFrom) > 0)
+		len(pod.Volumes) > 0 || len(pod.VolumeMounts) > 0 || len(pod.EnvFrom) > 0 || pod.TerminationGracePeriodSeconds != nil)
 }
 
 func gates(names []string) []corev1.PodSchedulingGate {
@@ -105,6 +105,8 @@ func runtimePatch(rt *runtimes.Runtime, pod *step.Pod, labels map[string]string)
 			Affinity:           pod.Affinity,
 			Tolerations:        pod.Tolerations,
 			SchedulingGates:    gates(pod.SchedulingGates),
+			// Every replicated job's pods: a stopped initializer gets the same time as a node.
+			TerminationGracePeriodSeconds: pod.TerminationGracePeriodSeconds,
 		}
 		if t.mount {
 			spec.Containers = []trainer.ContainerPatch{{Name: NodeContainer, VolumeMounts: pod.CoreVolumeMounts()}}

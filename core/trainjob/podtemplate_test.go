@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainstep/trainstep/core/runtimes/stock"
 	"github.com/trainstep/trainstep/core/step"
@@ -105,6 +106,32 @@ func TestPodBlockOnATrainerWithoutAMechanismIsAFieldError(t *testing.T) {
 	assert.Contains(t, err.Error(), "pod: Forbidden")
 }
 
+// A grace period goes into every replicated job's pod spec where the Trainer takes it (v2.3+),
+// and is refused by name where it does not.
+func TestGracePeriodFollowsTheInstalledTrainer(t *testing.T) {
+	s, err := step.Parse([]byte("framework: torch\ntrainer: {func: \"def f():\\n    pass\\n\"}\npod: {terminationGracePeriodSeconds: 120}"))
+	require.NoError(t, err)
+	p, err := (&Planner{Trainers: trainers.Builtin(), Runtimes: stock.Source{}, API: &AssumedAPI}).Plan(t.Context(), s, "team")
+	require.NoError(t, err)
+	tj := p.TrainJob(Identity{Engine: "cli", OwnerUID: "u", StepKey: "k"})
+	require.Len(t, tj.Spec.RuntimePatches, 1)
+	jobs := tj.Spec.RuntimePatches[0].TrainingRuntimeSpec.Template.Spec.ReplicatedJobs
+	require.NotEmpty(t, jobs)
+	for _, j := range jobs {
+		assert.Equal(t, ptr.To[int64](120), j.Template.Spec.Template.Spec.TerminationGracePeriodSeconds, j.Name)
+	}
+	for _, api := range []API{
+		{PodMechanism: PodRuntimePatches, ActiveDeadline: true, MaxCommandItem: CommandItemV22, Source: "test v2.2"},
+		{PodMechanism: PodTemplateOverrides, MaxCommandItem: CommandItemV22, Source: "test v2.1"},
+	} {
+		_, err = (&Planner{Trainers: trainers.Builtin(), Runtimes: stock.Source{}, API: &api}).Plan(t.Context(), s, "team")
+		require.Error(t, err, api.Source)
+		assert.True(t, step.IsInvalid(err))
+		assert.Contains(t, err.Error(), "pod.terminationGracePeriodSeconds: Forbidden")
+		assert.Contains(t, err.Error(), "Trainer v2.3+")
+	}
+}
+
 func TestPodEnvClashIsNamed(t *testing.T) {
 	s, err := step.Parse([]byte("framework: torch\ntrainer: {func: \"def f():\\n    pass\\n\", env: {HF_TOKEN: x}}\npod: {env: {HF_TOKEN: {secretKeyRef: {name: hf, key: t}}}}"))
 	require.NoError(t, err)
@@ -126,14 +153,32 @@ func TestAPIFromCRD(t *testing.T) {
 		}
 		return map[string]any{"properties": map[string]any{"command": map[string]any{"items": items}}}
 	}
-	v23, err := APIFromCRD(crd(map[string]any{"runtimePatches": map[string]any{}, "activeDeadlineSeconds": map[string]any{}, "trainer": cmd(1048576)}))
+	// runtimePatches' pod spec, as deep as v2.3 nests it: …replicatedJobs[].template.spec.template.spec.
+	podSpec := func(fields ...string) map[string]any {
+		props := map[string]any{}
+		for _, f := range fields {
+			props[f] = map[string]any{"type": "integer"}
+		}
+		at := map[string]any{"type": "object", "properties": props}
+		for _, name := range []string{"spec", "template", "spec", "template", "items", "replicatedJobs", "spec", "template", "trainingRuntimeSpec"} {
+			if name == "items" {
+				at = map[string]any{"type": "array", "items": at}
+				continue
+			}
+			at = map[string]any{"type": "object", "properties": map[string]any{name: at}}
+		}
+		return map[string]any{"type": "array", "items": at}
+	}
+	v23, err := APIFromCRD(crd(map[string]any{"runtimePatches": podSpec("nodeSelector", "terminationGracePeriodSeconds"), "activeDeadlineSeconds": map[string]any{}, "trainer": cmd(1048576)}))
 	require.NoError(t, err)
 	assert.Equal(t, PodRuntimePatches, v23.PodMechanism)
 	assert.True(t, v23.ActiveDeadline)
+	assert.True(t, v23.GracePeriod)
 	assert.Equal(t, CommandItemV23, v23.MaxCommandItem)
-	v22, err := APIFromCRD(crd(map[string]any{"runtimePatches": map[string]any{}, "activeDeadlineSeconds": map[string]any{}, "trainer": cmd(65536)}))
+	v22, err := APIFromCRD(crd(map[string]any{"runtimePatches": podSpec("nodeSelector"), "activeDeadlineSeconds": map[string]any{}, "trainer": cmd(65536)}))
 	require.NoError(t, err)
 	assert.Equal(t, CommandItemV22, v22.MaxCommandItem)
+	assert.False(t, v22.GracePeriod)
 	assert.Contains(t, v22.Source, "Trainer v2.2")
 	v21, err := APIFromCRD(crd(map[string]any{"podTemplateOverrides": map[string]any{}, "trainer": cmd(0)}))
 	require.NoError(t, err)

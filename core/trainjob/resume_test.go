@@ -4,8 +4,13 @@ import (
 	"slices"
 	"testing"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/trainstep/trainstep/core/trainers"
 )
 
 func TestResumeOutputsAndMessage(t *testing.T) {
@@ -55,4 +60,43 @@ func TestResumeOutputsComeBeforeResultKeys(t *testing.T) {
 	names := OrderedNames(obs.Outputs())
 	assert.Equal(t, []string{OutAttempt, OutResumedFrom, "result-attempt", "result-zeta"}, names[len(OutputNames):])
 	assert.False(t, slices.Contains(OutputNames, OutAttempt), "not an output every face writes")
+}
+
+// The checkpoint rank 0 reported with its progress is its name while the job runs; the path in
+// its termination message replaces it once the job ends. It is never one of the metrics.
+func TestObserveReadsTheCheckpointAJobResumedFrom(t *testing.T) {
+	status := &trainer.TrainerStatus{Metrics: []trainer.Metric{{Name: trainers.ResumedFromMetric, Value: "step-400"}}}
+	for name, tc := range map[string]struct {
+		message string // node 0's termination message
+		want    string
+	}{
+		"running":  {want: "step-400"},
+		"finished": {message: `{"trainstep.dev/result":1,"trainstep.dev/resumed-from":"/ckpt/step-400"}`, want: "/ckpt/step-400"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tj := &trainer.TrainJob{
+				ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", Labels: map[string]string{LabelAttempt: "2"}},
+				Spec:       trainer.TrainJobSpec{Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](1)}},
+				Status:     trainer.TrainJobStatus{TrainerStatus: status},
+			}
+			var state corev1.ContainerState
+			if tc.message != "" {
+				state.Terminated = &corev1.ContainerStateTerminated{Message: tc.message}
+			}
+			pod := corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "job-node-0-0", Namespace: "ns", Labels: map[string]string{
+					LabelJobSetName: "job", LabelReplicatedJob: NodeJob, LabelCompletionIndex: "0"}},
+				Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: NodeContainer, State: state}}},
+			}
+			o := Observe(tj, []corev1.Pod{pod})
+			assert.Equal(t, tc.want, o.ResumedFrom)
+			assert.Nil(t, o.Metrics)
+			assert.Empty(t, o.MetricsLine())
+			// The attempt is the job's own label: no face has to patch it into the message.
+			assert.Equal(t, "resumed from step 400 (attempt 2)", o.ResumeNote())
+			if tc.message == "" {
+				assert.Equal(t, "TrainJob job is running: 1/1 nodes; resumed from step 400 (attempt 2)", o.Message)
+			}
+		})
+	}
 }

@@ -558,13 +558,17 @@ timeout: 3m
 		also: queuedLongerThan(15),
 	}, {
 		name: "KueuePreemptedThenRequeued",
-		// A high-priority job takes the queue's one GPU from the running low-priority step.
-		queue:  &queue{gpus: 1},
-		step:   queuedStep("labels: {"+realstack.KueuePriorityLabel+": "+realstack.KueueLowPriority+"}\n", "KWOK_RUN_SECONDS: \"20\""),
+		// A high-priority job takes the queue's one GPU from the running low-priority step, which
+		// names a checkpoint location: admitted again, it trains on where it was (also).
+		queue: &queue{gpus: 1},
+		step: queuedStep("labels: {"+realstack.KueuePriorityLabel+": "+realstack.KueueLowPriority+"}\n"+checkpointBlock,
+			"KWOK_RUN_SECONDS: \"20\""),
 		action: preemptOnceStarted,
 		want: want{phase: "Succeeded",
-			outputs: map[string]string{trainjob.OutPreemptions: `^1$`, trainjob.OutEvictions: `^1$`},
+			outputs: map[string]string{trainjob.OutPreemptions: `^1$`, trainjob.OutEvictions: `^1$`, trainjob.OutAttempt: `^0$`},
 			waiting: `(?s) was preempted by Kueue \(InClusterQueue\): .*; requeued in LocalQueue ` + queueName},
+		also:  keptItsCheckpointLocation,
+		lacks: lacksPodBlock,
 	}, {
 		name: "KueueEvictedByWaitForPodsReadyThenRequeued",
 		// Its pods are held from Ready (realstack.HoldReadyEnv) until the second admission's.
@@ -849,6 +853,39 @@ func trainedAndStored(t *testing.T, got result) {
 	require.NoError(t, err)
 	require.NotNil(t, entry, "stored in %s/%s", got.step.ns, stepcache.ConfigMapName)
 	assert.Equal(t, name, entry.TrainJob)
+}
+
+// checkpointBlock gives a step the checkpoint volume of the resume scenarios.
+const checkpointBlock = `pod:
+  volumes: [{name: ckpt, nfs: {server: nfs.example.com, path: /exports}}]
+  volumeMounts: [{name: ckpt, mountPath: /ckpt}]
+checkpoint: {volume: ckpt}
+`
+
+// keptItsCheckpointLocation: preempted and admitted again, the step kept its one TrainJob, and
+// the pods of the second admission (the first's were deleted when Kueue suspended the job) have
+// the checkpoint directory and attempt it had from the start: a preemption is no new attempt, so
+// its training resumes from the same place.
+func keptItsCheckpointLocation(t *testing.T, got result) {
+	jobs := got.step.trainJobs(t)
+	require.Len(t, jobs, 1, "a preemption makes no new TrainJob")
+	env := envOf(jobs[0].Spec.Trainer.Env)
+	dir := env[step.CheckpointDirEnv]
+	assert.Regexp(t, `^/ckpt/checkpoints/[^/]+/[^/]+$`, dir, "the step's own directory on the volume")
+	assert.Equal(t, "0", env[step.AttemptEnv])
+	pods := &corev1.PodList{}
+	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(got.step.ns),
+		client.MatchingLabels{trainjob.LabelJobSetName: jobs[0].Name}))
+	require.NotEmpty(t, pods.Items)
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			if c.Name == trainjob.NodeContainer {
+				assert.Equal(t, dir, envOf(c.Env)[step.CheckpointDirEnv], "pod %s", p.Name)
+				assert.Equal(t, "0", envOf(c.Env)[step.AttemptEnv], "pod %s", p.Name)
+				assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "ckpt", MountPath: "/ckpt"}, "pod %s", p.Name)
+			}
+		}
+	}
 }
 
 // resumedFrom is the checkpoint the retried step of ARetryResumesFromTheCheckpoint resumes from.

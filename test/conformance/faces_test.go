@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -141,11 +142,14 @@ func (r *running) waitSaid(t *testing.T, pattern string) string {
 	return got
 }
 
-// trainJobs lists the step's TrainJobs.
+// trainJobs lists the step's TrainJobs: those trainstep made (not a scenario's blocker) that
+// match the face's selector.
 func (r *running) trainJobs(t *testing.T) []trainer.TrainJob {
 	t.Helper()
 	l := &trainer.TrainJobList{}
-	require.NoError(t, stack.Client.List(t.Context(), l, client.InNamespace(r.ns), r.selector))
+	selector := client.MatchingLabels{trainjob.LabelManagedBy: trainjob.ManagedByValue}
+	maps.Copy(selector, r.selector)
+	require.NoError(t, stack.Client.List(t.Context(), l, client.InNamespace(r.ns), selector))
 	return l.Items
 }
 

@@ -12,12 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/trainers"
-	"github.com/trainstep/trainstep/internal/cli"
 	"github.com/trainstep/trainstep/test/internal/realstack"
-	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // pod.envFrom follows Kubernetes' precedence in the container the real Trainer makes. kwok runs
@@ -49,17 +46,12 @@ timeout: 3m
 	if !hasRuntime("xgboost-distributed") || installedAPI(t).PodMechanism == "" {
 		// The step needs the XGBoost runtime (v2.2+) and a pod-template mechanism (v2.1+).
 		realstack.Lacks(t, "Trainer %s lacks the XGBoost runtime or a pod-template mechanism this step needs: trainstep refuses it by name at plan time (exit 2)", trainerRelease(t))
-		assert.Equal(t, cli.ExitInvalid, r.Code, "stderr:\n%s", r.Stderr)
-		assert.Empty(t, testenv.TrainJobs(t.Context(), t, stack.Client, ns), "nothing is created")
+		refusedAtPlan(t, ns, r)
 		return
 	}
-	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
-
-	pods := &corev1.PodList{}
-	require.NoError(t, stack.Client.List(ctx, pods, client.InNamespace(ns)))
-	require.Len(t, pods.Items, 1)
+	pods := podsOfSucceededStep(t, ns, r, 1)
 	var node corev1.Container
-	for _, c := range pods.Items[0].Spec.Containers {
+	for _, c := range pods[0].Spec.Containers {
 		if c.Name == "node" {
 			node = c
 		}
@@ -82,7 +74,7 @@ timeout: 3m
 	resultFile := filepath.Join(root, "result")
 
 	// The image's ENV, then the container's own env over it, as the kubelet builds it.
-	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + root, "FROM_IMAGE=from the image", "OWN=from the image", "HOSTNAME=" + pods.Items[0].Name}
+	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + root, "FROM_IMAGE=from the image", "OWN=from the image", "HOSTNAME=" + pods[0].Name}
 	for _, e := range node.Env {
 		if e.ValueFrom == nil {
 			env = append(env, e.Name+"="+e.Value)

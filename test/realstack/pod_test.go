@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/runtimes"
@@ -128,18 +129,10 @@ func TestPodBlockReachesThePodsTheTrainerMakes(t *testing.T) {
 	r := executor(t, ns, podBlockStep)
 	if installedAPI(t).PodMechanism == "" {
 		realstack.Lacks(t, "Trainer %s has neither spec.runtimePatches (v2.2+) nor spec.podTemplateOverrides (v2.1): trainstep refuses the pod block by name at plan time (exit 2, %q)", trainerRelease(t), "pod: Forbidden")
-		assert.Equal(t, cli.ExitInvalid, r.Code, "stderr:\n%s", r.Stderr)
-		assert.Contains(t, r.Stderr, "pod: Forbidden")
-		assert.Contains(t, r.Stderr, "upgrade the Trainer, or set these in the runtime's pod template")
-		assert.Empty(t, testenv.TrainJobs(t.Context(), t, stack.Client, ns), "nothing is created")
+		refusedAtPlan(t, ns, r, "pod: Forbidden", "upgrade the Trainer, or set these in the runtime's pod template")
 		return
 	}
-	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
-
-	pods := &corev1.PodList{}
-	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(ns)))
-	require.Len(t, pods.Items, 2)
-	for _, p := range pods.Items {
+	for _, p := range podsOfSucceededStep(t, ns, r, 2) {
 		assert.Equal(t, node, p.Spec.NodeName, "pod %s is placed on the dedicated Node", p.Name)
 		assert.Equal(t, dedicatedValue, p.Spec.NodeSelector[dedicatedKey], "pod %s", p.Name)
 		assert.Contains(t, p.Spec.Tolerations, corev1.Toleration{Key: dedicatedKey, Operator: corev1.TolerationOpEqual, Value: dedicatedValue, Effect: corev1.TaintEffectNoSchedule})
@@ -178,6 +171,33 @@ func TestPodBlockReachesThePodsTheTrainerMakes(t *testing.T) {
 		require.NotNil(t, token, "pod %s has the secret env", p.Name)
 		assert.Equal(t, "hf", token.ValueFrom.SecretKeyRef.Name)
 		assert.Equal(t, corev1.PodSucceeded, p.Status.Phase)
+	}
+}
+
+// The step's grace period reaches every pod the real Trainer makes (spec.runtimePatches'
+// terminationGracePeriodSeconds, Trainer v2.3+): the time on_sigterm's last save has when a pod
+// is preempted or evicted. An older Trainer's CRD has no such field, and the step is refused by
+// name with nothing created.
+func TestGracePeriodReachesThePodsTheTrainerMakes(t *testing.T) {
+	ns := stack.Namespace(t)
+	r := executor(t, ns, `
+framework: torch
+trainer:
+  numNodes: 2
+  env: {KWOK_RUN_SECONDS: "1"}
+  func: |
+    def train():
+        pass
+pod: {terminationGracePeriodSeconds: 120}
+timeout: 3m
+`)
+	if api := installedAPI(t); !api.GracePeriod {
+		realstack.Lacks(t, "Trainer %s takes no terminationGracePeriodSeconds in a TrainJob (v2.3+ does): trainstep refuses it by name at plan time", trainerRelease(t))
+		refusedAtPlan(t, ns, r, "pod.terminationGracePeriodSeconds: Forbidden")
+		return
+	}
+	for _, p := range podsOfSucceededStep(t, ns, r, 2) {
+		assert.Equal(t, ptr.To[int64](120), p.Spec.TerminationGracePeriodSeconds, "pod %s", p.Name)
 	}
 }
 

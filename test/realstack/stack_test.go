@@ -24,6 +24,7 @@ import (
 
 	"github.com/trainstep/trainstep/internal/cli"
 	"github.com/trainstep/trainstep/test/internal/realstack"
+	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // Waits poll for a state with these bounds; nothing sleeps to synchronise. Generous: the stack
@@ -100,6 +101,27 @@ func startExecutor(t *testing.T, ns, step string, extra ...string) *realstack.Ex
 	return stack.StartExecutor(t, bin, ns, step, timeout, extra...)
 }
 
+// refusedAtPlan checks a step the installed Trainer cannot run was refused by name before
+// anything was made: exit 2, every want in its stderr, no TrainJob.
+func refusedAtPlan(t *testing.T, ns string, r realstack.ExecutorResult, wants ...string) {
+	t.Helper()
+	assert.Equal(t, cli.ExitInvalid, r.Code, "stderr:\n%s", r.Stderr)
+	for _, w := range wants {
+		assert.Contains(t, r.Stderr, w)
+	}
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, stack.Client, ns), "nothing is created")
+}
+
+// podsOfSucceededStep checks the step succeeded and returns the pods it left in ns, n of them.
+func podsOfSucceededStep(t *testing.T, ns string, r realstack.ExecutorResult, n int) []corev1.Pod {
+	t.Helper()
+	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
+	pods := &corev1.PodList{}
+	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(ns)))
+	require.Len(t, pods.Items, n)
+	return pods.Items
+}
+
 const torchStep = `
 framework: torch
 trainer:
@@ -115,7 +137,7 @@ func TestExecutorRunsATorchStepToSucceeded(t *testing.T) {
 	t.Parallel()
 	ns := stack.Namespace(t)
 	r := executor(t, ns, torchStep)
-	require.Equal(t, cli.ExitSucceeded, r.Code, "stderr:\n%s\nstdout:\n%s", r.Stderr, r.Stdout)
+	pods := podsOfSucceededStep(t, ns, r, 2)
 	assert.Equal(t, "Succeeded", r.Outputs["phase"])
 	assert.Equal(t, "torch-distributed", r.Outputs["runtime"])
 	// node-0's log, followed through pods/log (kwok serves it), and the progress on the way.
@@ -125,10 +147,7 @@ func TestExecutorRunsATorchStepToSucceeded(t *testing.T) {
 	assert.Contains(t, r.Stderr, "Running: TrainJob "+r.Outputs["trainjob-name"]+" is running: 2/2 nodes")
 
 	// The pods really were Job pods of the JobSet, scheduled on kwok Nodes.
-	pods := &corev1.PodList{}
-	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(ns)))
-	require.Len(t, pods.Items, 2)
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		assert.Contains(t, stack.Nodes, p.Spec.NodeName, "pod %s", p.Name)
 		assert.Equal(t, corev1.PodSucceeded, p.Status.Phase, "pod %s", p.Name)
 		assert.NotEmpty(t, p.Labels["jobset.sigs.k8s.io/jobset-name"], "pod %s", p.Name)

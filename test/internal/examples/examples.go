@@ -2,7 +2,8 @@
 // to do, so that the suites that run the examples run each one exactly so: the Trainer release
 // it needs, the Secrets to create first, the Kueue LocalQueue it names, and the command that
 // runs it. The realstack suite runs the examples that need no Kueue, the conformance suite (the
-// stack with Kueue) the ones that do; TestEveryStepExampleIsRunBySomeSuite keeps that split
+// stack with Kueue) the ones that do, test/e2e/cli the ones run with --local;
+// TestEveryStepExampleHasAHeaderToFollow keeps that split
 // whole.
 package examples
 
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,8 +34,12 @@ type Step struct {
 	// LocalQueue is the Kueue LocalQueue the header says must exist in the step's namespace
 	// ("a LocalQueue named NAME"), or "" when it needs no Kueue.
 	LocalQueue string
-	// Run is the command the header says runs it.
-	Run string
+	// Run is the command the header says runs it: the first, where it says to run it more than
+	// once (Runs, in order).
+	Run  string
+	Runs []string
+	// Local says the header runs it with `executor run --local`: no cluster (test/e2e/cli).
+	Local bool
 }
 
 var (
@@ -98,7 +104,7 @@ func Parse(name string, b []byte) (Step, error) {
 			s.Secrets = append(s.Secrets, secret)
 		}
 		if m := runCommand.FindStringSubmatch(line); m != nil {
-			s.Run = m[1]
+			s.Runs = append(s.Runs, m[1])
 		}
 	}
 	// Phrases may wrap across comment lines: match them in the comment as one line.
@@ -112,8 +118,16 @@ func Parse(name string, b []byte) (Step, error) {
 	if q := needsQueue.FindStringSubmatch(text); q != nil {
 		s.LocalQueue = strings.Trim(q[1], "`,.")
 	}
-	if s.Run == "" {
+	if len(s.Runs) == 0 {
 		return Step{}, fmt.Errorf("%s: the header has no command that runs it: add a line \"#   executor run -f examples/steps/%s\"", name, name)
+	}
+	s.Run = s.Runs[0]
+	for i, r := range s.Runs {
+		local := slices.Contains(strings.Fields(r), "--local")
+		if i > 0 && local != s.Local {
+			return Step{}, fmt.Errorf("%s: the header runs it both with and without --local: run it one way, so one suite follows it", name)
+		}
+		s.Local = local
 	}
 	return s, nil
 }

@@ -1,6 +1,7 @@
 package examples
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,6 +29,18 @@ framework: torch
 `,
 		want: Step{NeedsMinor: 0, LocalQueue: "user-queue", Run: "executor run -f examples/steps/x.yaml"},
 	}, {
+		name: "run twice, here",
+		header: `# Needs: Kubeflow Trainer v2.2 or later, or no cluster:
+#   executor run --local -f examples/steps/x.yaml --attempt 0
+#   executor run --local -f examples/steps/x.yaml --attempt 1
+`,
+		want: Step{NeedsMinor: 2, Local: true, Run: "executor run --local -f examples/steps/x.yaml --attempt 0",
+			Runs: []string{"executor run --local -f examples/steps/x.yaml --attempt 0", "executor run --local -f examples/steps/x.yaml --attempt 1"}},
+	}, {
+		name:    "run both here and on a cluster",
+		header:  "# Needs: Kubeflow Trainer v2.2 or later\n#   executor run --local -f examples/steps/x.yaml\n#   executor run -f examples/steps/x.yaml\n",
+		wantErr: `x.yaml: the header runs it both with and without --local`,
+	}, {
 		name:    "no release",
 		header:  "# Needs: a cluster\n#   executor run -f examples/steps/x.yaml\n",
 		wantErr: `x.yaml: the header does not say which Kubeflow Trainer release it needs`,
@@ -50,6 +63,10 @@ framework: torch
 			assert.Equal(t, tc.want.NeedsMinor, got.NeedsMinor)
 			assert.Equal(t, tc.want.LocalQueue, got.LocalQueue)
 			assert.Equal(t, tc.want.Run, got.Run)
+			assert.Equal(t, tc.want.Local, got.Local)
+			if tc.want.Runs != nil {
+				assert.Equal(t, tc.want.Runs, got.Runs)
+			}
 		})
 	}
 }
@@ -68,15 +85,26 @@ func TestParseReadsTheSecrets(t *testing.T) {
 func TestEveryStepExampleHasAHeaderToFollow(t *testing.T) {
 	steps, err := Steps()
 	require.NoError(t, err)
-	queued := 0
+	queued, local := 0, 0
 	for _, s := range steps {
-		assert.Equal(t, "executor run -f examples/steps/"+s.Name, s.Run, "%s: the header's command runs another file", s.Name)
+		for _, run := range s.Runs {
+			want := "executor run -f examples/steps/" + s.Name
+			if s.Local {
+				want = "executor run --local -f examples/steps/" + s.Name
+			}
+			assert.True(t, strings.HasPrefix(run, want), "%s: the header's command %q runs another file, or puts -f elsewhere than after run [--local]", s.Name, run)
+		}
 		if s.LocalQueue != "" {
 			queued++
 		}
+		if s.Local {
+			local++
+		}
 	}
-	// The conformance suite runs these; with none, its test would pass having run nothing.
+	// The conformance suite and test/e2e/cli run these; with none, their tests would pass having
+	// run nothing.
 	assert.Positive(t, queued, "no step example needs a Kueue LocalQueue")
+	assert.Positive(t, local, "no step example runs with --local")
 }
 
 func TestNeedsTrainerMinor(t *testing.T) {
