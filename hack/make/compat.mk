@@ -8,5 +8,6 @@
 ROWS ?=
 
 .PHONY: test-compat
-test-compat: build test-assets ## the compatibility matrix → docs/compatibility.md and the README's table (ROWS=argo,tekton@v0.68.0 runs some rows)
+test-compat: build test-assets test-argov4 test-fuzz ## the compatibility matrix → docs/compatibility.md and the README's table (ROWS=argo,tekton@v0.68.0 runs some rows), the image on every platform, Argo v4's wire, fuzzing
+	go test -count=1 ./test/e2e/image/
 	go run ./hack/compat -rows "$(ROWS)"

@@ -11,10 +11,9 @@ export REALSTACK_ASSETS := $(CACHE_DIR)/realstack/trainer-$(REALSTACK_TRAINER)-j
 TEST_ASSETS += realstack-binaries
 
 .PHONY: realstack-binaries test-realstack
-realstack-binaries: control-plane ## Trainer, JobSet, kwok and kube-scheduler, for test/realstack
-	bash hack/build-control-plane.sh "$(KUBEBUILDER_ASSETS)" $(K8S_VERSION) kube-controller-manager kube-scheduler
+realstack-binaries: ## Trainer, JobSet and kwok, for test/realstack (kube-scheduler: make control-plane)
 	TRAINER_VERSION=$(REALSTACK_TRAINER) JOBSET_VERSION=$(REALSTACK_JOBSET) KWOK_VERSION=$(REALSTACK_KWOK) \
 		bash hack/build-realstack.sh "$(REALSTACK_ASSETS)"
 
-test-realstack: build realstack-binaries ## only the real-stack suite
+test-realstack: build control-plane realstack-binaries ## only the real-stack suite
 	go test -count=1 -timeout 20m ./test/realstack/...

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/internal/image"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/test/internal/argoharness"
 	"github.com/trainstep/trainstep/test/internal/realstack"
@@ -53,7 +54,19 @@ var (
 	root, releaseTool, imageTool string
 	// dist is the release TestMain built: dist/image holds the image.
 	dist string
+	// platforms are the ones the release is built for: TRAINSTEP_IMAGE_PLATFORMS (comma-separated
+	// os/arch), else every platform `make release` builds. `make test` builds linux/amd64 alone,
+	// what the suite runs; cross-compiling arm64 is about 4 min of a cold run's CPU, and `make
+	// test-compat` runs this suite with both.
+	platforms = imagePlatforms()
 )
+
+func imagePlatforms() []string {
+	if v := os.Getenv("TRAINSTEP_IMAGE_PLATFORMS"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return image.DefaultPlatforms
+}
 
 func envCfg() *rest.Config { return stack.Config }
 
@@ -125,9 +138,10 @@ func crdPatterns() ([]string, error) {
 	return []string{filepath.Join(tektonharness.CRDDir(tektonDir), "*.yaml"), filepath.Join(argoharness.CRDDir(argo), "*.yaml")}, nil
 }
 
-// stamp are the flags both tools take to build from this "commit".
+// stamp are the flags both tools take to build from this "commit" for the platforms.
 func stamp() []string {
-	return []string{"--version", stampVersion, "--commit", stampCommit, "--created", strconv.FormatInt(stampCreated.Unix(), 10)}
+	return []string{"--version", stampVersion, "--commit", stampCommit, "--created", strconv.FormatInt(stampCreated.Unix(), 10),
+		"--platforms", strings.Join(platforms, ",")}
 }
 
 // buildRelease runs hack/release into out, as `make release` does.
