@@ -72,6 +72,9 @@ func (r *Runner) Run(ctx context.Context, s Step, opts RunOptions) (Status, erro
 			if w, err = startWatches(ctx, r.Client, s.Namespace, st.Name, opts.OnWarning); err != nil {
 				return st, err
 			}
+			if !w.synced() {
+				return st, fmt.Errorf("watching TrainJob %s/%s: %w", s.Namespace, st.Name, context.Cause(w.ctx))
+			}
 			e = r.engine(w, opts)
 			continue
 		}

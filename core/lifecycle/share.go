@@ -100,7 +100,10 @@ func (e *Engine) hold(ctx context.Context, s Step, tj *trainer.TrainJob, key str
 			tj.OwnerReferences = append(tj.OwnerReferences, ref)
 		}
 		if err := e.Writer.Patch(ctx, tj, patch); err != nil {
-			return retrying(s, tj.Name, ReasonFollowing, fmt.Sprintf("holding TrainJob %s, which a step with the same cache key started,", tj.Name), err), true
+			// No name in the status: the job is not the step's until its hold is on it, and a
+			// face that recorded it would look for it as its own and never join again (a
+			// Conflict is common here: the job's maker records its start at about this time).
+			return retrying(s, "", ReasonFollowing, fmt.Sprintf("holding TrainJob %s, which a step with the same cache key started,", tj.Name), err), true
 		}
 	}
 	msg := followingNote(tj.Name)

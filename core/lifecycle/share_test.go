@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/trainstep/trainstep/core/stepcache"
 	"github.com/trainstep/trainstep/core/trainjob"
@@ -176,6 +179,38 @@ func lookKey(t *testing.T, e *Engine, s Step) string {
 	k, err := cacheKey(s, plan)
 	require.NoError(t, err)
 	return k
+}
+
+// A hold that conflicts (the job's maker wrote it since it was read: it records its start about
+// then) names no job, so a face records nothing and its next look joins again and holds it.
+func TestAHoldThatConflictsJoinsAgain(t *testing.T) {
+	e, c := engine(t, nil)
+	a, b := twoRuns(t)
+	made := e.Look(t.Context(), a)
+	require.True(t, made.Created, made.Message)
+
+	conflicts := 1
+	e.Writer = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if conflicts > 0 {
+				conflicts--
+				return apierrors.NewConflict(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), obj.GetName(), errors.New("changed"))
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	refused := e.Look(t.Context(), b)
+	require.Error(t, refused.Err)
+	assert.Empty(t, refused.Name, "a job not yet held is not the step's to record")
+	assert.False(t, b.Identity.Holds(job(t, c, made.Name)))
+
+	b.Recorded = refused.Name // as a face records it
+	again := e.Look(t.Context(), b)
+	require.NoError(t, again.Err)
+	assert.Equal(t, made.Name, again.Name)
+	assert.Contains(t, again.Message, "following TrainJob "+made.Name)
+	assert.True(t, b.Identity.Holds(job(t, c, made.Name)), "the second look holds it")
+	assert.Equal(t, 1, trainJobCount(t, c), "one TrainJob for both")
 }
 
 // A hold is one per owner: a second step of the same run and key trains itself rather than
