@@ -157,7 +157,7 @@ func (e *Engine) LookAt(ctx context.Context, s Step, tj *trainer.TrainJob) Statu
 	if st.Err != nil && st.Message == "" {
 		st.Message = st.Err.Error() // what a face shows while it tries again
 	}
-	return e.store(ctx, s, tj, withAttempt(s, st))
+	return e.store(ctx, s, tj, withAttempt(s, classified(st)))
 }
 
 // withAttempt gives the status of a step that names a checkpoint its attempt, so every face

@@ -93,16 +93,17 @@ func TestLook(t *testing.T) {
 		retry     bool
 		done      bool
 		remaining int // TrainJobs left
+		class     trainjob.FailureClass
 	}{
 		"no job yet: planned and created": {
 			phase: trainjob.PhasePending, message: "is starting: 0/2 nodes running", created: true, remaining: 1,
 		},
 		"invalid step: nothing created, the field named": {
 			spec: "framework: torch\ntrainer: {numNodes: 0, func: \"def train(): pass\"}\n", invalid: true, done: true,
-			message: "numNodes",
+			message: "numNodes", class: trainjob.ClassInvalid,
 		},
 		"the create is forbidden: the step ends with the fix": {
-			refuse: forbidden, phase: trainjob.PhaseFailed, reason: ReasonForbidden, done: true,
+			refuse: forbidden, phase: trainjob.PhaseFailed, reason: ReasonForbidden, done: true, class: trainjob.ClassRefused,
 			message: "may not create the TrainJob; grant it the rules",
 		},
 		"the apiserver is down: tried again": {
@@ -116,25 +117,25 @@ func TestLook(t *testing.T) {
 			existing: []client.Object{ownJob(complete)}, phase: trainjob.PhaseSucceeded, done: true, remaining: 1,
 		},
 		"a recorded job someone deleted: failed, not trained again": {
-			step: func(s *Step) { s.Recorded = id.Name() }, phase: trainjob.PhaseFailed, reason: ReasonTrainJobDeleted, done: true,
+			step: func(s *Step) { s.Recorded = id.Name() }, phase: trainjob.PhaseFailed, reason: ReasonTrainJobDeleted, done: true, class: trainjob.ClassCancelled,
 			message: "was deleted before it finished; trainstep does not start it again from zero",
 		},
 		"the timeout passed before any job: timed out, nothing created": {
 			step:  func(s *Step) { s.Deadlines = trainjob.Deadlines{Timeout: time.Minute, Since: t0} },
-			phase: trainjob.PhaseTimedOut, reason: trainjob.ReasonTimeout, done: true, message: "timeout of 1m0s passed before its TrainJob was created",
+			phase: trainjob.PhaseTimedOut, reason: trainjob.ReasonTimeout, done: true, class: trainjob.ClassTimeout, message: "timeout of 1m0s passed before its TrainJob was created",
 		},
 		"the name is someone else's job: failed": {
 			existing: []client.Object{&trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: id.Name(), Namespace: "ns"}}},
-			phase:    trainjob.PhaseFailed, reason: ReasonNameTaken, done: true, remaining: 1,
+			phase:    trainjob.PhaseFailed, reason: ReasonNameTaken, done: true, remaining: 1, class: trainjob.ClassInvalid,
 		},
 		"stopped: its job deleted": {
-			existing: []client.Object{ownJob()}, step: func(s *Step) { s.Stop = true }, stopped: true, deleted: true, done: true,
+			existing: []client.Object{ownJob()}, step: func(s *Step) { s.Stop = true }, stopped: true, deleted: true, done: true, class: trainjob.ClassCancelled,
 		},
 		"stopped, keeping its job": {
-			existing: []client.Object{ownJob()}, step: func(s *Step) { s.Stop, s.KeepOnStop = true, true }, stopped: true, done: true, remaining: 1,
+			existing: []client.Object{ownJob()}, step: func(s *Step) { s.Stop, s.KeepOnStop = true, true }, stopped: true, done: true, remaining: 1, class: trainjob.ClassCancelled,
 		},
 		"stopped before any job: nothing to delete": {
-			step: func(s *Step) { s.Stop = true }, stopped: true, done: true,
+			step: func(s *Step) { s.Stop = true }, stopped: true, done: true, class: trainjob.ClassCancelled,
 		},
 	}
 	for name, tc := range cases {
@@ -162,6 +163,12 @@ func TestLook(t *testing.T) {
 				assert.Equal(t, tc.reason, st.Reason)
 			}
 			assert.Contains(t, st.Message, tc.message)
+			if tc.class == "" {
+				assert.Nil(t, st.Failure, "only a step that failed has a failure class")
+			} else if assert.NotNil(t, st.Failure) {
+				assert.Equal(t, tc.class, st.Failure.Class)
+				assert.Equal(t, string(tc.class), st.Outputs()[trainjob.OutFailureClass])
+			}
 			l := &trainer.TrainJobList{}
 			require.NoError(t, c.List(t.Context(), l))
 			assert.Len(t, l.Items, tc.remaining)

@@ -140,9 +140,12 @@ func (e *Engine) deadline(s Step) time.Time {
 	return d.Since.Add(d.Timeout)
 }
 
+// reasonInvalid: the step itself is invalid (Status.Invalid names the field).
+const reasonInvalid = "Invalid"
+
 func invalid(s Step, err error) Status {
 	return Status{Invalid: err, Observation: trainjob.Observation{Namespace: s.Namespace,
-		Phase: trainjob.PhaseFailed, Reason: "Invalid", Message: err.Error()}}
+		Phase: trainjob.PhaseFailed, Reason: reasonInvalid, Message: err.Error()}}
 }
 
 // planningFailed says what a failure to plan does to the step: an invalid step ends it naming

@@ -332,6 +332,7 @@ func (res *Result) Observe() trainjob.Observation {
 	if n == nil {
 		return obs
 	}
+	obs.Failure = trainjob.Classified(trainjob.ClassCode) // a local process exited non-zero: the code's
 	lines := n.Log
 	if len(lines) > trainjob.TailLines {
 		lines = lines[len(lines)-trainjob.TailLines:]

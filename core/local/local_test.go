@@ -63,6 +63,8 @@ exec sleep 30`},
 	assert.Equal(t, trainjob.PhaseFailed, obs.Phase)
 	assert.Contains(t, obs.Message, "node-2 exited with code 7")
 	assert.Contains(t, obs.Message, "last lines of node-2:\nrank 2 of 3\ndisk full")
+	assert.Equal(t, "code", obs.Outputs()[trainjob.OutFailureClass], "a process that exited non-zero is the code's")
+	assert.Equal(t, "false", obs.Outputs()[trainjob.OutRetryable])
 }
 
 func TestRunWithoutACommandSaysSo(t *testing.T) {

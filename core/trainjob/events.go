@@ -166,6 +166,9 @@ type ownedTrouble struct {
 	// InvalidJob is a Job the apiserver refuses as invalid and Invalid JobSet's message about it:
 	// no retry can create it, so the step fails at once.
 	InvalidJob, Invalid string
+	// Refused is a Job's FailedCreate, when one stands: the apiserver refused its pods (a quota, Pod
+	// Security, a LimitRange).
+	Refused string
 }
 
 // ownedEvent is the newest read Event of one reason about one object.
@@ -189,6 +192,7 @@ func readOwnedEvents(tj *trainer.TrainJob, pods []corev1.Pod, events []corev1.Ev
 		msg := oneLine(oe.event.Message)
 		if oe.event.Reason == ReasonFailedCreate {
 			msg = maskPodName(oe.name, msg)
+			t.Refused = msg
 		}
 		t.Lines = append(t.Lines, describeOwned(oe, byName)+": "+msg)
 		if oe.event.Reason == ReasonJobCreationFailed && t.InvalidJob == "" {

@@ -143,6 +143,7 @@ func waiting(v Verdict, s Snapshot, start, timeout time.Time, startTimeout time.
 	if !start.IsZero() && obs.Phase == PhasePending {
 		if !s.Now.Before(start) {
 			v.Phase, v.Reason = PhaseFailed, ReasonStartTimeout
+			v.Failure = stuckFailure(s.Pods, tj.Name, readOwnedEvents(tj, s.Pods, s.Events).Refused)
 			v.Message = fmt.Sprintf("TrainJob %s did not start within %s (startTimeout); it was deleted. %s", tj.Name, startTimeout, v.Message)
 			now := s.Now
 			v.CompletionTime = &now
@@ -174,6 +175,7 @@ func ended(v Verdict, now, deadline time.Time, timeout time.Duration) Verdict {
 
 func timedOut(obs Observation, now time.Time, msg string) Observation {
 	obs.Phase, obs.Reason, obs.Message = PhaseTimedOut, ReasonTimeout, msg
+	obs.Failure = Classified(ClassTimeout)
 	obs.CompletionTime = &now
 	obs.LogTail, obs.FailedPod, obs.FailedContainer = "", "", ""
 	return obs

@@ -6,6 +6,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -97,6 +98,7 @@ func TestDecide(t *testing.T) {
 		inMessage []string
 		wake      time.Time
 		mark      time.Time
+		class     FailureClass
 	}{
 		"finished before the deadline, seen after it: the outcome wins": {
 			snap:  Snapshot{TrainJob: followJob(at(complete, t0.Add(59*time.Minute))), Now: t0.Add(3 * time.Hour)},
@@ -106,7 +108,7 @@ func TestDecide(t *testing.T) {
 		"finished after the deadline: timed out, nothing left to delete": {
 			snap:  Snapshot{TrainJob: followJob(at(complete, t0.Add(61*time.Minute))), Now: t0.Add(2 * time.Hour)},
 			d:     hour,
-			phase: PhaseTimedOut, reason: ReasonTimeout, inMessage: []string{"after the step's timeout of 1h0m0s"},
+			phase: PhaseTimedOut, reason: ReasonTimeout, class: ClassTimeout, inMessage: []string{"after the step's timeout of 1h0m0s"},
 		},
 		"failed: the failing pod's tail is asked for": {
 			snap:  Snapshot{TrainJob: followJob(at(failed, t0.Add(time.Minute))), Pods: []corev1.Pod{failedNode("job-node-0-1-a", t0, 1)}, Now: t0.Add(2 * time.Minute)},
@@ -115,12 +117,12 @@ func TestDecide(t *testing.T) {
 		"running past the deadline: timed out and deleted": {
 			snap:  Snapshot{TrainJob: followJob(), Now: t0.Add(time.Hour)},
 			d:     hour,
-			phase: PhaseTimedOut, reason: ReasonTimeout, delete: true, inMessage: []string{"did not finish within 1h0m0s"},
+			phase: PhaseTimedOut, reason: ReasonTimeout, class: ClassTimeout, delete: true, inMessage: []string{"did not finish within 1h0m0s"},
 		},
 		"past the deadline, kept": {
 			snap:  Snapshot{TrainJob: followJob(), Now: t0.Add(time.Hour)},
 			d:     Deadlines{Timeout: time.Hour, KeepOnTimeout: true},
-			phase: PhaseTimedOut, reason: ReasonTimeout, inMessage: []string{"kept (keepOnTimeout)"},
+			phase: PhaseTimedOut, reason: ReasonTimeout, class: ClassTimeout, inMessage: []string{"kept (keepOnTimeout)"},
 		},
 		"deadlines start at Since when given": {
 			snap:  Snapshot{TrainJob: followJob(), Now: t0.Add(time.Hour)},
@@ -147,8 +149,13 @@ func TestDecide(t *testing.T) {
 		"start timeout: failed with the cause, deleted": {
 			snap:  Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{unschedulable("job-node-0-0-x")}, Now: t0.Add(10 * time.Minute)},
 			d:     Deadlines{StartTimeout: 10 * time.Minute},
-			phase: PhaseFailed, reason: ReasonStartTimeout, delete: true,
+			phase: PhaseFailed, reason: ReasonStartTimeout, delete: true, class: ClassUnschedulable,
 			inMessage: []string{"did not start within 10m0s (startTimeout)", "Insufficient nvidia.com/gpu"},
+		},
+		"start timeout with an image that will not pull: the image's": {
+			snap:  Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{imagePull()}, Now: t0.Add(10 * time.Minute)},
+			d:     startIn10m,
+			phase: PhaseFailed, reason: ReasonStartTimeout, delete: true, class: ClassImage,
 		},
 		"start timeout does not fail a job held by a queue": {
 			snap:  Snapshot{TrainJob: func() *trainer.TrainJob { j := followJob(); j.Spec.Suspend = ptr.To(true); return j }(), Now: t0.Add(time.Hour)},
@@ -212,7 +219,7 @@ func TestDecide(t *testing.T) {
 		"never started, past startTimeout: still fails and deletes": {
 			snap:  Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{runningNode(0, t0)}, Now: t0.Add(10 * time.Minute)},
 			d:     startIn10m,
-			phase: PhaseFailed, reason: ReasonStartTimeout, delete: true,
+			phase: PhaseFailed, reason: ReasonStartTimeout, delete: true, class: ClassUnschedulable,
 		},
 	}
 	for name, tc := range cases {
@@ -226,6 +233,12 @@ func TestDecide(t *testing.T) {
 			assert.Equal(t, tc.delete, v.Delete)
 			assert.Equal(t, tc.tailPod, v.TailPod)
 			assert.Equal(t, tc.wake, v.Wake)
+			if tc.class != "" {
+				require.NotNil(t, v.Failure, "a failure has a class")
+				assert.Equal(t, tc.class, v.Failure.Class)
+			} else if !v.Phase.Terminal() {
+				assert.Nil(t, v.Failure, "a step that has not ended has no failure class")
+			}
 			for _, m := range tc.inMessage {
 				assert.Contains(t, v.Message, m)
 			}

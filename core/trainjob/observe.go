@@ -64,8 +64,12 @@ type Observation struct {
 	// FailedPod is the pod whose log explains a failure, and FailedContainer its container whose
 	// log that is (the node container, or an initializer's own).
 	FailedPod, FailedContainer string
-	// failedWhy says how FailedPod ended, in its own words (describeFailure), when it failed.
+	// failedWhy says how FailedPod ended, in its own words (describeFailure), when it failed,
+	// and failedBy its class (podFailure).
 	failedWhy string
+	failedBy  *Failure
+	// Failure is why a failed or timed-out step failed, and whether a retry can help (failure.go).
+	Failure *Failure
 	// Progress and Metrics come from status.trainerStatus (Trainer v2.2+, when enabled).
 	Progress  *int32
 	Remaining *int32
@@ -250,7 +254,7 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 	if p := blame(pods, tj.Name); p != nil {
 		o.FailedPod, o.FailedContainer = p.Name, logContainer(p)
 		if p.Status.Phase == corev1.PodFailed {
-			o.failedWhy = describeFailure(p)
+			o.failedWhy, o.failedBy = describeFailure(p), podFailure(p)
 		}
 	}
 	result := podResult(trainerPods)
@@ -337,8 +341,18 @@ func (o Observation) terminal(phase Phase, c *metav1.Condition) Observation {
 	if o.Message == "" {
 		o.Message = fmt.Sprintf("TrainJob %s %s", o.Name, strings.ToLower(string(phase)))
 	}
-	if phase == PhaseFailed && o.failedWhy != "" {
-		o.Message += "; " + o.failedWhy
+	if phase == PhaseFailed {
+		if o.failedWhy != "" {
+			o.Message += "; " + o.failedWhy
+		}
+		// The Trainer's own reason where it names the cause (its deadline), else the failed pod's.
+		switch o.Failure = ReasonFailure(c.Reason); {
+		case o.Failure != nil:
+		case o.failedBy != nil:
+			o.Failure = o.failedBy
+		default:
+			o.Failure = Classified(ClassUnknown) // the pods are gone, or say nothing
+		}
 	}
 	if note := o.metricCollisions(); note != "" {
 		o.Message += "; " + note

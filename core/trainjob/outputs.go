@@ -38,6 +38,10 @@ const (
 	// OutUndelivered lists what a step on a MultiKueue manager cannot deliver (Undelivered).
 	OutCluster     = "cluster"
 	OutUndelivered = "undelivered"
+	// OutFailureClass is why a failed step failed (FailureClass; empty when it did not fail), and
+	// OutRetryable whether retrying it can help ("true" or "false"; empty when it did not fail).
+	OutFailureClass = "failure-class"
+	OutRetryable    = "retryable"
 )
 
 // ResultKeyPrefix names the output of one top-level key of a dict result: result-<key>. Argo
@@ -100,7 +104,7 @@ func resultKeys(result string, out map[string]string) {
 // OutputNames lists every output, in a stable order.
 var OutputNames = []string{OutName, OutNamespace, OutRuntime, OutFramework, OutPhase, OutReason, OutMessage,
 	OutStartTime, OutCompletionTime, OutDuration, OutNumNodes, OutProgress, OutMetrics, OutResult,
-	OutQueueWait, OutPreemptions, OutEvictions, OutCluster, OutUndelivered}
+	OutQueueWait, OutPreemptions, OutEvictions, OutCluster, OutUndelivered, OutFailureClass, OutRetryable}
 
 // Outputs renders the observation as the step's outputs. Every name is always present (empty
 // when unknown), so downstream steps can rely on them.
@@ -119,6 +123,9 @@ func (o Observation) Outputs() map[string]string {
 		OutEvictions:   strconv.Itoa(o.Evictions),
 		OutCluster:     o.Cluster,
 		OutUndelivered: o.Undelivered,
+	}
+	if f := o.Failure; f != nil {
+		out[OutFailureClass], out[OutRetryable] = string(f.Class), strconv.FormatBool(f.Retryable)
 	}
 	if o.QueueWait != nil {
 		out[OutQueueWait] = strconv.FormatFloat(o.QueueWait.Seconds(), 'f', 0, 64)

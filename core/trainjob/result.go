@@ -165,6 +165,7 @@ func (o Observation) WithResult(r ResultMessage) Observation {
 	}
 	if r.Problem != "" {
 		o.Phase, o.Reason = PhaseFailed, r.Reason
+		o.Failure = Classified(ClassCode)
 		o.Message = fmt.Sprintf("TrainJob %s completed, but the training function's return value was lost: %s", o.Name, r.Problem)
 		if r.Reason == ReasonResultTruncated {
 			o.Message += "; return less (write large values to storage and return their URI)"

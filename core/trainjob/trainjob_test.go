@@ -161,6 +161,7 @@ func TestObserveFailedPodAndOutputs(t *testing.T) {
 		OutNumNodes: "3", OutProgress: "40", OutMetrics: `{"loss":"0.5"}`, OutResult: "",
 		MetricPrefix + "loss": "0.5",
 		OutQueueWait:          "", OutPreemptions: "0", OutEvictions: "0", OutCluster: "", OutUndelivered: "",
+		OutFailureClass: "unknown", OutRetryable: "false",
 	}, o.Outputs())
 	assert.Len(t, o.Outputs(), len(OutputNames)+1, "every output, and one per metric")
 }

@@ -67,7 +67,8 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 		return ExitInterrupts
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		now := time.Now()
-		obs.Phase, obs.Reason, obs.CompletionTime = trainjob.PhaseTimedOut, "Timeout", &now
+		obs.Phase, obs.Reason, obs.CompletionTime = trainjob.PhaseTimedOut, trainjob.ReasonTimeout, &now
+		obs.Failure = trainjob.Classified(trainjob.ClassTimeout)
 		obs.Message = fmt.Sprintf("TrainJob %s did not finish within %s; its processes were stopped", tj.Name, spec.Timeout.Duration)
 	}
 	return o.finish(obs)

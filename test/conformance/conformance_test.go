@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -158,12 +159,14 @@ timeout: 3m
 `,
 		want: want{phase: "Succeeded",
 			outputs: map[string]string{
-				trainjob.OutName:     `^\S+$`,
-				trainjob.OutRuntime:  `^torch-distributed$`,
-				trainjob.OutNumNodes: `^2$`,
-				"result-loss":        `^0\.1$`,
-				"result-model_uri":   `^s3://bucket/model$`,
-				"result-epochs":      `^\[1,2\]$`,
+				trainjob.OutName:         `^\S+$`,
+				trainjob.OutRuntime:      `^torch-distributed$`,
+				trainjob.OutNumNodes:     `^2$`,
+				"result-loss":            `^0\.1$`,
+				"result-model_uri":       `^s3://bucket/model$`,
+				"result-epochs":          `^\[1,2\]$`,
+				trainjob.OutFailureClass: `^$`,
+				trainjob.OutRetryable:    `^$`,
 			},
 			jsonOutputs: map[string]string{trainjob.OutResult: returned}},
 		also: returnedByThePod,
@@ -185,7 +188,7 @@ timeout: 3m
 		want: want{phase: "Failed", reason: "FailedJobs",
 			message: `(?s)^jobset failed due to one or more job failures .*node \d \(pod \S+\) failed \(exit code 1\).*last lines of \S+:\n` +
 				regexp.QuoteMeta(strings.Join(realstack.NodeLog, "\n")),
-			outputs: map[string]string{trainjob.OutName: `^\S+$`}},
+			outputs: failedAs(trainjob.ClassCode, false, map[string]string{trainjob.OutName: `^\S+$`})},
 	}, {
 		name: "AnInvalidJobTheApiserverRefuses",
 		// Half a GPU: neither the TrainJob CRD nor either webhook checks that an extended
@@ -204,6 +207,7 @@ startTimeout: 20m
 `,
 		want: want{phase: "Failed", reason: trainjob.ReasonJobCreationFailed,
 			message:  `(?s)the apiserver refuses its Job \S+ as invalid.*creation failed with error: Job\.batch.*must be an integer`,
+			outputs:  failedAs(trainjob.ClassInvalid, false, nil),
 			trainJob: gone},
 		// test/realstack's TestInvalidJobFailsTheStepAtOnceInJobSetsWords has what happens there.
 		lacks: func() string {
@@ -229,6 +233,7 @@ startTimeout: 20s
 		want: want{phase: "Failed", reason: trainjob.ReasonStartTimeout,
 			message:  `(?s)did not start within 20s \(startTimeout\); it was deleted.*cannot be scheduled.*Insufficient nvidia\.com/gpu`,
 			waiting:  `cannot be scheduled: .*Insufficient nvidia\.com/gpu`,
+			outputs:  failedAs(trainjob.ClassUnschedulable, true, nil),
 			trainJob: gone},
 	}, {
 		name: "TimesOutAndDeletes",
@@ -243,7 +248,7 @@ trainer:
         pass
 timeout: 20s
 `,
-		want: want{phase: "TimedOut", reason: trainjob.ReasonTimeout, trainJob: gone},
+		want: want{phase: "TimedOut", reason: trainjob.ReasonTimeout, outputs: failedAs(trainjob.ClassTimeout, false, nil), trainJob: gone},
 	}, {
 		name: "TimesOutAndKeepsOnTimeout",
 		step: `
@@ -258,7 +263,8 @@ trainer:
 timeout: 20s
 keepOnTimeout: true
 `,
-		want: want{phase: "TimedOut", reason: trainjob.ReasonTimeout, message: `kept \(keepOnTimeout\)`, trainJob: kept},
+		want: want{phase: "TimedOut", reason: trainjob.ReasonTimeout, message: `kept \(keepOnTimeout\)`,
+			outputs: failedAs(trainjob.ClassTimeout, false, nil), trainJob: kept},
 	}, {
 		name: "StoppedWhileRunning",
 		step: `
@@ -288,7 +294,8 @@ trainer:
 timeout: 5m
 `,
 		action: deleteOnceStarted,
-		want:   want{phase: "Failed", reason: lifecycle.ReasonTrainJobDeleted, trainJob: gone},
+		want: want{phase: "Failed", reason: lifecycle.ReasonTrainJobDeleted, outputs: failedAs(trainjob.ClassCancelled, false, nil),
+			trainJob: gone},
 	}, {
 		name: "ForbiddenToCreateTheTrainJob",
 		// The apiserver answers 403 to the create: the step fails at once, saying what to grant,
@@ -307,6 +314,7 @@ timeout: 3m
 `,
 		want: want{phase: "Failed", reason: lifecycle.ReasonForbidden,
 			message:  `(?s)trainstep may not create the TrainJob; grant it the rules trainstep's install gives .*this step may not create TrainJobs in `,
+			outputs:  failedAs(trainjob.ClassRefused, false, nil),
 			trainJob: gone},
 	}, {
 		name: "ForbiddenToDeleteAtTheTimeout",
@@ -392,7 +400,7 @@ timeout: 3m
 `,
 		retries: 1,
 		// Both attempts fail; the second has a TrainJob of its own, not the first's answer again.
-		want: want{phase: "Failed", reason: "FailedJobs", outputs: map[string]string{trainjob.OutName: `^\S+$`}},
+		want: want{phase: "Failed", reason: "FailedJobs", outputs: failedAs(trainjob.ClassCode, false, map[string]string{trainjob.OutName: `^\S+$`})},
 		also: trainedTwice,
 	}, {
 		name: "ARetryResumesFromTheCheckpoint",
@@ -586,6 +594,7 @@ timeout: 3m
 		step:  queuedStep("", realstack.HoldReadyEnv+`: "1"`),
 		want: want{phase: "Failed", reason: "DeactivatedDueToRequeuingLimitExceeded",
 			message:  `(?s)Kueue deactivated its Workload.*exceeding the maximum number of re-queuing retries`,
+			outputs:  failedAs(trainjob.ClassEvicted, true, nil),
 			trainJob: gone},
 		also: func(t *testing.T, got result) {
 			assert.NotContains(t, got.message, "last lines of", "no pod's log explains a deactivation")
@@ -599,6 +608,14 @@ timeout: 3m
 		want:   want{phase: stopped, trainJob: gone},
 		also:   noWorkloadLeft,
 	}}
+}
+
+// failedAs is the outputs of a step that failed as class: its class, whether a retry can help,
+// and more.
+func failedAs(class trainjob.FailureClass, retryable bool, more map[string]string) map[string]string {
+	out := map[string]string{trainjob.OutFailureClass: "^" + string(class) + "$", trainjob.OutRetryable: "^" + strconv.FormatBool(retryable) + "$"}
+	maps.Copy(out, more)
+	return out
 }
 
 // queuedStep is a one-node, one-GPU step in the scenario's queue, with extra (unindented) and

@@ -1,0 +1,191 @@
+package trainjob
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// FailureClass says why a step failed, in a small documented set a pipeline can act on
+// (docs/failures.md): a bug in the training code is not worth retrying, a preempted node is.
+// Every class comes from what Kubernetes, JobSet, the Trainer or Kueue recorded (a pod's
+// condition, status reason, container state; an Event; a Workload's eviction), never from the
+// log's text.
+type FailureClass string
+
+// The failure classes.
+const (
+	// ClassCode: the training code failed (a non-zero exit, a lost return value).
+	ClassCode FailureClass = "code"
+	// ClassOOM: a container was killed for memory (OOMKilled).
+	ClassOOM FailureClass = "oom"
+	// ClassPreempted: the scheduler or the kubelet preempted a pod for another.
+	ClassPreempted FailureClass = "preempted"
+	// ClassEvicted: a pod was evicted (node pressure, the Eviction API, a node that refused it
+	// at admission) or Kueue evicted the job's Workload.
+	ClassEvicted FailureClass = "evicted"
+	// ClassNodeLost: a pod's node went away (shut down, unreachable, deleted).
+	ClassNodeLost FailureClass = "node-lost"
+	// ClassImage: an image cannot be pulled.
+	ClassImage FailureClass = "image"
+	// ClassUnschedulable: the job did not start within its startTimeout: no room for its pods.
+	ClassUnschedulable FailureClass = "unschedulable"
+	// ClassRefused: the cluster refused what the step needs: a quota, Pod Security, a
+	// LimitRange (a Job's FailedCreate), or trainstep's own permissions.
+	ClassRefused FailureClass = "refused"
+	// ClassInvalid: the step or a Job it makes is invalid (the apiserver refuses it; a missing
+	// Secret or ConfigMap).
+	ClassInvalid FailureClass = "invalid"
+	// ClassInitializer: a dataset or model initializer failed.
+	ClassInitializer FailureClass = "initializer"
+	// ClassTimeout: the step's timeout (or the TrainJob's active deadline) passed.
+	ClassTimeout FailureClass = "timeout"
+	// ClassHung: the job's progress stopped moving for the step's hangTimeout.
+	ClassHung FailureClass = "hung"
+	// ClassCancelled: someone stopped the step, deleted its TrainJob or deactivated its Workload.
+	ClassCancelled FailureClass = "cancelled"
+	// ClassUnknown: nothing recorded says why.
+	ClassUnknown FailureClass = "unknown"
+)
+
+// Failure is a failed step's class and whether retrying it can help.
+type Failure struct {
+	Class     FailureClass
+	Retryable bool
+}
+
+// classRetryable is whether retrying helps, class by class, where the instance does not say
+// otherwise (an image that does not exist, a quota against a Pod Security refusal).
+var classRetryable = map[FailureClass]bool{
+	ClassOOM: true, ClassPreempted: true, ClassEvicted: true, ClassNodeLost: true, ClassImage: true,
+	ClassUnschedulable: true, ClassInitializer: true, ClassHung: true,
+}
+
+// Classified is a failure of class c, retryable as the class is.
+func Classified(c FailureClass) *Failure {
+	return &Failure{Class: c, Retryable: classRetryable[c]}
+}
+
+// ReasonFailure is the class of a failure a reason names alone: the ones trainstep and the
+// Trainer decide without a pod to read. Nil for a reason that needs evidence.
+func ReasonFailure(reason string) *Failure {
+	switch reason {
+	case ReasonTimeout, reasonTrainerDeadline, kueueMaxExecutionTime:
+		return Classified(ClassTimeout)
+	case ReasonJobCreationFailed, reasonRuntimeNotSupported:
+		return Classified(ClassInvalid)
+	case ReasonStartTimeout:
+		return Classified(ClassUnschedulable)
+	case kueueDeactivated:
+		return Classified(ClassCancelled)
+	}
+	if strings.HasPrefix(reason, kueueDeactivated+"DueTo") {
+		return Classified(ClassEvicted) // evicted until Kueue gave up: requeuing limit, manager eviction
+	}
+	return nil
+}
+
+// Reasons the Trainer and Kueue record that name their cause.
+const (
+	// reasonTrainerDeadline is the Trainer's Failed reason past spec.activeDeadlineSeconds.
+	reasonTrainerDeadline = "DeadlineExceeded"
+	// reasonRuntimeNotSupported is the Trainer's Failed reason for a runtime it cannot run.
+	reasonRuntimeNotSupported = "TrainingRuntimeNotSupported"
+	// kueueMaxExecutionTime is Kueue's deactivation past the Workload's maximum execution time.
+	kueueMaxExecutionTime = kueueDeactivated + "DueToMaximumExecutionTimeExceeded"
+)
+
+// podFailure classifies a failed pod by what Kubernetes recorded on it: its DisruptionTarget
+// condition, its status reason, its containers' terminations. An initializer's failure is the
+// initializer's, whatever killed it.
+func podFailure(p *corev1.Pod) *Failure {
+	if isInitializer(p) {
+		return Classified(ClassInitializer)
+	}
+	if c := disruption(p); c != "" {
+		return Classified(c)
+	}
+	switch r := p.Status.Reason; {
+	case r == reasonEvicted:
+		return Classified(ClassEvicted)
+	case r == "Preempting":
+		return Classified(ClassPreempted)
+	case r == "Terminated", r == "NodeShutdown", r == "NodeLost":
+		return Classified(ClassNodeLost)
+	case r == "UnexpectedAdmissionError", strings.HasPrefix(r, "OutOf"):
+		return Classified(ClassEvicted) // the node refused the pod at admission: another may take it
+	case r == "DeadlineExceeded":
+		return Classified(ClassTimeout)
+	}
+	statuses := append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t != nil && t.Reason == "OOMKilled" {
+				return Classified(ClassOOM)
+			}
+		}
+	}
+	for _, cs := range statuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return Classified(ClassCode)
+		}
+	}
+	return nil
+}
+
+// disruption is the class a pod's DisruptionTarget condition names, or "": who took the pod away.
+func disruption(p *corev1.Pod) FailureClass {
+	for _, c := range p.Status.Conditions {
+		if c.Type != corev1.DisruptionTarget || c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Reason {
+		case corev1.PodReasonPreemptionByScheduler:
+			return ClassPreempted
+		case "EvictionByEvictionAPI":
+			return ClassEvicted
+		case "DeletionByTaintManager", "DeletionByPodGC":
+			return ClassNodeLost
+		case corev1.PodReasonTerminationByKubelet:
+			switch p.Status.Reason {
+			case "Terminated":
+				return ClassNodeLost // graceful node shutdown
+			case "Preempting":
+				return ClassPreempted // for a critical pod
+			}
+			return ClassEvicted // node pressure
+		}
+		return ClassEvicted
+	}
+	return ""
+}
+
+// stuckFailure classifies a job that did not start within its startTimeout by why its pods
+// wait: an image, a refused pod (FailedCreate: refused), a missing Secret; else no room.
+func stuckFailure(pods []corev1.Pod, jobName, refused string) *Failure {
+	if refused != "" {
+		// A quota frees up as other work ends; Pod Security and a LimitRange do not change.
+		return &Failure{Class: ClassRefused, Retryable: strings.Contains(refused, "exceeded quota")}
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[LabelJobSetName] != jobName || p.Status.Phase != corev1.PodPending {
+			continue
+		}
+		for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			w := cs.State.Waiting
+			if w == nil {
+				continue
+			}
+			switch w.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "RegistryUnavailable":
+				return Classified(ClassImage)
+			case "InvalidImageName", "ErrImageNeverPull", "SignatureValidationFailed":
+				return &Failure{Class: ClassImage} // no retry pulls it
+			case "CreateContainerConfigError":
+				return Classified(ClassInvalid) // a Secret, ConfigMap or key the pod names is missing
+			}
+		}
+	}
+	return Classified(ClassUnschedulable)
+}

@@ -1,0 +1,119 @@
+package trainjob
+
+import (
+	"testing"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A failed pod is classified by what Kubernetes recorded on it.
+func TestPodFailure(t *testing.T) {
+	disrupted := func(reason, podReason string) corev1.Pod {
+		p := failedNode("job-node-0", t0, 137)
+		p.Status.Reason = podReason
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reason}}
+		return p
+	}
+	oomKilled := failedNode("job-node-0", t0, 137)
+	oomKilled.Status.ContainerStatuses[0].State.Terminated.Reason = "OOMKilled"
+	oomBefore := oomRestarted(0, t0)
+	oomBefore.Status.Phase = corev1.PodFailed
+	initializer := failedNode("job-dataset-initializer-0", t0, 1)
+	initializer.Labels[LabelReplicatedJob] = DatasetInitializerJob
+	rejected := pod("job", NodeJob, 0, corev1.PodFailed)
+	rejected.Status.Reason = "OutOfnvidia.com/gpu"
+	shutdown := pod("job", NodeJob, 0, corev1.PodFailed)
+	shutdown.Status.Reason = "Terminated"
+	cases := map[string]struct {
+		pod       corev1.Pod
+		class     FailureClass
+		retryable bool
+	}{
+		"a non-zero exit is the code's":             {pod: failedNode("job-node-0", t0, 1), class: ClassCode},
+		"OOMKilled":                                 {pod: oomKilled, class: ClassOOM, retryable: true},
+		"OOMKilled before the last restart":         {pod: oomBefore, class: ClassOOM, retryable: true},
+		"preempted by the scheduler":                {pod: disrupted(corev1.PodReasonPreemptionByScheduler, ""), class: ClassPreempted, retryable: true},
+		"evicted through the Eviction API":          {pod: disrupted("EvictionByEvictionAPI", ""), class: ClassEvicted, retryable: true},
+		"the taint manager: node unreachable":       {pod: disrupted("DeletionByTaintManager", ""), class: ClassNodeLost, retryable: true},
+		"pod GC: the node is gone":                  {pod: disrupted("DeletionByPodGC", ""), class: ClassNodeLost, retryable: true},
+		"the kubelet under node pressure":           {pod: disrupted(corev1.PodReasonTerminationByKubelet, "Evicted"), class: ClassEvicted, retryable: true},
+		"the kubelet at node shutdown":              {pod: disrupted(corev1.PodReasonTerminationByKubelet, "Terminated"), class: ClassNodeLost, retryable: true},
+		"the kubelet for a critical pod":            {pod: disrupted(corev1.PodReasonTerminationByKubelet, "Preempting"), class: ClassPreempted, retryable: true},
+		"evicted with no condition (older kubelet)": {pod: evicted("job-node-0", 0, t0), class: ClassEvicted, retryable: true},
+		"a node shut down":                          {pod: shutdown, class: ClassNodeLost, retryable: true},
+		"refused at the node's admission":           {pod: rejected, class: ClassEvicted, retryable: true},
+		"an initializer's failure is its own":       {pod: initializer, class: ClassInitializer, retryable: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := podFailure(&tc.pod)
+			require.NotNil(t, f)
+			assert.Equal(t, Failure{Class: tc.class, Retryable: tc.retryable}, *f)
+		})
+	}
+	assert.Nil(t, podFailure(new(pod("job", NodeJob, 0, corev1.PodFailed))), "a pod that records nothing says nothing")
+}
+
+// A job that did not start within its startTimeout is classified by why its pods wait.
+func TestStuckFailure(t *testing.T) {
+	waiting := func(reason string) corev1.Pod {
+		p := imagePull()
+		p.Status.ContainerStatuses[0].State.Waiting.Reason = reason
+		return p
+	}
+	cases := map[string]struct {
+		pods    []corev1.Pod
+		refused string
+		want    Failure
+	}{
+		"no room":                 {pods: []corev1.Pod{unschedulable("p")}, want: Failure{ClassUnschedulable, true}},
+		"no pods at all":          {want: Failure{ClassUnschedulable, true}},
+		"an image to pull":        {pods: []corev1.Pod{imagePull()}, want: Failure{ClassImage, true}},
+		"an invalid image name":   {pods: []corev1.Pod{waiting("InvalidImageName")}, want: Failure{ClassImage, false}},
+		"a missing Secret":        {pods: []corev1.Pod{waiting("CreateContainerConfigError")}, want: Failure{ClassInvalid, false}},
+		"a quota":                 {refused: `pods "job-node-0-xxxxx" is forbidden: exceeded quota: q, requested: nvidia.com/gpu=1`, want: Failure{ClassRefused, true}},
+		"Pod Security":            {refused: `pods "job-node-0-xxxxx" is forbidden: violates PodSecurity "restricted:latest": privileged`, want: Failure{ClassRefused, false}},
+		"the refusal comes first": {pods: []corev1.Pod{imagePull()}, refused: "exceeded quota: q", want: Failure{ClassRefused, true}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, *stuckFailure(tc.pods, "job", tc.refused))
+		})
+	}
+}
+
+// A failed TrainJob's class: the Trainer's reason where it names the cause, else the failed
+// pod's, else unknown; and the outputs say it.
+func TestObserveClassifiesAFailure(t *testing.T) {
+	failed := func(reason string) *trainer.TrainJob {
+		return followJob(at(cond(trainer.TrainJobFailed, metav1.ConditionTrue, reason), t0))
+	}
+	oom := failedNode("job-node-1", t0, 137)
+	oom.Status.ContainerStatuses[0].State.Terminated.Reason = "OOMKilled"
+	cases := map[string]struct {
+		tj    *trainer.TrainJob
+		pods  []corev1.Pod
+		class FailureClass
+	}{
+		"a failed node":                 {tj: failed("FailedJobs"), pods: []corev1.Pod{failedNode("job-node-1", t0, 1)}, class: ClassCode},
+		"an OOM kill":                   {tj: failed("FailedJobs"), pods: []corev1.Pod{oom}, class: ClassOOM},
+		"the Trainer's deadline":        {tj: failed("DeadlineExceeded"), pods: []corev1.Pod{oom}, class: ClassTimeout},
+		"a runtime the Trainer refuses": {tj: failed("TrainingRuntimeNotSupported"), class: ClassInvalid},
+		"no pod left to read":           {tj: failed("FailedJobs"), class: ClassUnknown},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := Observe(tc.tj, tc.pods)
+			require.NotNil(t, o.Failure)
+			assert.Equal(t, tc.class, o.Failure.Class)
+			assert.Equal(t, string(tc.class), o.Outputs()[OutFailureClass])
+		})
+	}
+	ok := Observe(followJob(at(cond(trainer.TrainJobComplete, metav1.ConditionTrue, "AllJobsCompleted"), t0)), nil).Outputs()
+	assert.Empty(t, ok[OutFailureClass], "a success has no failure class")
+	assert.Empty(t, ok[OutRetryable])
+}
