@@ -96,7 +96,7 @@ func (e *Engine) conclude(ctx context.Context, s Step, tj *trainer.TrainJob, v t
 		switch {
 		case st.Released:
 			st.Message += releasedNote(obs.Name, left)
-		case obs.Phase == trainjob.PhaseTimedOut:
+		case obs.Phase == trainjob.PhaseTimedOut || obs.Reason == trainjob.ReasonHung:
 			st.Message += "; it was deleted"
 		}
 	case v.Delete:
@@ -112,7 +112,7 @@ func (e *Engine) conclude(ctx context.Context, s Step, tj *trainer.TrainJob, v t
 			return st
 		}
 		st.Deleted = true
-		if obs.Phase == trainjob.PhaseTimedOut {
+		if obs.Phase == trainjob.PhaseTimedOut || obs.Reason == trainjob.ReasonHung {
 			st.Message += "; it was deleted"
 		}
 	}

@@ -203,6 +203,7 @@ func TestValidate(t *testing.T) {
 		"queue name":            {"framework: torch\ntrainer: {}\nqueueName: Team_A", "queueName"},
 		"negative timeout":      {"framework: torch\ntrainer: {}\ntimeout: -1m", "timeout"},
 		"keep without timeout":  {"framework: torch\ntrainer: {}\nkeepOnTimeout: true", "timeout"},
+		"zero hangTimeout":      {"framework: torch\ntrainer: {}\nhangTimeout: 0s", "hangTimeout"},
 		"framework not a label": {"framework: Torch!\ntrainer: {}", "framework"},
 	}
 	for name, tc := range cases {

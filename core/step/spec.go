@@ -53,6 +53,12 @@ type Spec struct {
 	// failing to start and is not bounded by it: it counts from the last resume (a queue's
 	// admission) when that is later than the creation.
 	StartTimeout *Duration `json:"startTimeout,omitempty"`
+	// HangTimeout fails the step as hung when its TrainJob runs and the progress its function
+	// reports (report(), through the Trainer's status server: v2.2+ with TrainJobStatus on) has
+	// not moved for this long; the TrainJob is deleted. It counts from the last report, or from
+	// the last resume (a queue's re-admission) when that is later; a job that never reported is
+	// never hung.
+	HangTimeout *Duration `json:"hangTimeout,omitempty"`
 }
 
 // APIVersion and Kind name a step file (and, in a Tekton taskRef, the custom task that runs one).

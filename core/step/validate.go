@@ -77,6 +77,9 @@ func (s *Spec) Validate() field.ErrorList {
 	if s.StartTimeout != nil && s.Timeout != nil && s.StartTimeout.Duration > s.Timeout.Duration {
 		errs = append(errs, field.Invalid(field.NewPath("startTimeout"), s.StartTimeout.String(), fmt.Sprintf("must not be longer than timeout (%s): the step would time out first", s.Timeout.String())))
 	}
+	if s.HangTimeout != nil && s.HangTimeout.Duration <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("hangTimeout"), s.HangTimeout.String(), "must be positive, such as 30m"))
+	}
 	if s.KeepOnTimeout && s.Timeout == nil {
 		errs = append(errs, field.Required(field.NewPath("timeout"), "keepOnTimeout needs a timeout"))
 	}

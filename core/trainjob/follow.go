@@ -9,6 +9,8 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/step"
 )
 
 // This file is the one follow policy: how every face (the CLI's Waiter, the Argo plugin, the
@@ -32,10 +34,29 @@ type Deadlines struct {
 	// initializer pod Running or Succeeded, or every trainer node at once (Observation.Started);
 	// once started (AnnotationStartedAt), it never applies again.
 	StartTimeout time.Duration
+	// HangTimeout fails a running step whose reported progress has not moved for this long
+	// (hang.go); 0 is none.
+	HangTimeout time.Duration
 	// KeepOnTimeout leaves the TrainJob in place when Timeout passes.
 	KeepOnTimeout bool
 	// Since is when the deadlines start; zero means the TrainJob's creation.
 	Since time.Time
+}
+
+// StepDeadlines are the bounds a step asks for, counted from its TrainJob's creation: a face
+// that counts from elsewhere (a Tekton attempt's start) or bounds the step itself (Argo's
+// template timeout) sets Since and Timeout.
+func StepDeadlines(spec *step.Spec) Deadlines {
+	d := Deadlines{KeepOnTimeout: spec.KeepOnTimeout}
+	for _, b := range []struct {
+		to   *time.Duration
+		from *step.Duration
+	}{{&d.Timeout, spec.Timeout}, {&d.StartTimeout, spec.StartTimeout}, {&d.HangTimeout, spec.HangTimeout}} {
+		if b.from != nil {
+			*b.to = b.from.Duration
+		}
+	}
+	return d
 }
 
 // Snapshot is what a face has read of one TrainJob, from a watch, a cache or the apiserver.
@@ -113,7 +134,15 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 		}
 		return v
 	}
-	return waiting(v, s, start, timeout, d.StartTimeout)
+	hang := hangAt(tj, obs, d.HangTimeout)
+	if !hang.IsZero() && !s.Now.Before(hang) {
+		return hung(v, tj, s.Now, d.HangTimeout)
+	}
+	v = waiting(v, s, start, timeout, d.StartTimeout)
+	if !hang.IsZero() && (v.Wake.IsZero() || hang.Before(v.Wake)) {
+		v.Wake = hang
+	}
+	return v
 }
 
 // waiting is the verdict on a job that has not finished and is within its timeout: why it is not

@@ -78,6 +78,14 @@ func oomRestarted(idx int, created time.Time) corev1.Pod {
 	return p
 }
 
+// reported is tj with progress p reported at when (the Trainer's status server's lastUpdatedTime).
+func reported(tj *trainer.TrainJob, when time.Time, p int32) *trainer.TrainJob {
+	tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To(p), LastUpdatedTime: metav1.NewTime(when)}
+	return tj
+}
+
+var bothRunning = []corev1.Pod{runningNode(0, t0), runningNode(1, t0)}
+
 func startedJob(at time.Time) *trainer.TrainJob {
 	return marked(followJob(), at.Format(time.RFC3339))
 }
@@ -156,6 +164,31 @@ func TestDecide(t *testing.T) {
 			snap:  Snapshot{TrainJob: followJob(), Pods: []corev1.Pod{imagePull()}, Now: t0.Add(10 * time.Minute)},
 			d:     startIn10m,
 			phase: PhaseFailed, reason: ReasonStartTimeout, delete: true, class: ClassImage,
+		},
+		"hung: its progress has not moved for hangTimeout: failed, deleted, with what it last said": {
+			snap:  Snapshot{TrainJob: reported(startedJob(started), t0.Add(5*time.Minute), 40), Pods: bothRunning, Now: t0.Add(35 * time.Minute)},
+			d:     Deadlines{HangTimeout: 30 * time.Minute},
+			phase: PhaseFailed, reason: ReasonHung, delete: true, class: ClassHung, tailPod: "job-node-0",
+			inMessage: []string{"is hung: its progress has not moved for 30m0s (hangTimeout); it last reported 40% at 2026-12-01T06:05:00Z"},
+		},
+		"reported within hangTimeout: looked at again when it would be hung": {
+			snap:  Snapshot{TrainJob: reported(startedJob(started), t0.Add(5*time.Minute), 40), Pods: bothRunning, Now: t0.Add(10 * time.Minute)},
+			d:     Deadlines{HangTimeout: 30 * time.Minute},
+			phase: PhaseRunning, wake: t0.Add(35 * time.Minute),
+		},
+		"resumed since its last report: counts from the resume": {
+			snap: Snapshot{TrainJob: func() *trainer.TrainJob {
+				j := reported(startedJob(started), t0.Add(5*time.Minute), 40)
+				j.Status.Conditions = append(j.Status.Conditions, at(cond(trainer.TrainJobSuspended, metav1.ConditionFalse, "Resumed"), t0.Add(50*time.Minute)))
+				return j
+			}(), Pods: bothRunning, Now: t0.Add(55 * time.Minute)},
+			d:     Deadlines{HangTimeout: 30 * time.Minute},
+			phase: PhaseRunning, wake: t0.Add(80 * time.Minute),
+		},
+		"never reported: never hung": {
+			snap:  Snapshot{TrainJob: startedJob(started), Pods: bothRunning, Now: t0.Add(10 * time.Hour)},
+			d:     Deadlines{HangTimeout: 30 * time.Minute},
+			phase: PhaseRunning,
 		},
 		"start timeout does not fail a job held by a queue": {
 			snap:  Snapshot{TrainJob: func() *trainer.TrainJob { j := followJob(); j.Spec.Suspend = ptr.To(true); return j }(), Now: t0.Add(time.Hour)},

@@ -171,7 +171,7 @@ func (o *runOptions) run(ctx context.Context) int {
 	}
 	runner := &lifecycle.Runner{Client: c, Logs: logs, RBAC: "the Role docs/cli.md lists for the step's ServiceAccount",
 		Planner: &trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: runtimes.ClusterSource{Reader: c}, Detector: &trainjob.APIDetector{Reader: c}}}
-	s := lifecycle.Step{Spec: spec, Namespace: ns, Identity: o.identity(spec), Deadlines: deadlines(spec), KeepOnStop: o.keepOnStop}
+	s := lifecycle.Step{Spec: spec, Namespace: ns, Identity: o.identity(spec), Deadlines: trainjob.StepDeadlines(spec), KeepOnStop: o.keepOnStop}
 	// Bad input and missing rights are said before anything is created.
 	plan, err := runner.Check(ctx, s)
 	if err != nil {
@@ -227,18 +227,6 @@ func (o *runOptions) follow(ctx context.Context, runner *lifecycle.Runner, s lif
 		return o.fail(st.Invalid)
 	}
 	return o.finish(st.Observation)
-}
-
-// deadlines are the step's timeout and startTimeout, counted from its TrainJob's creation.
-func deadlines(spec *step.Spec) trainjob.Deadlines {
-	d := trainjob.Deadlines{KeepOnTimeout: spec.KeepOnTimeout}
-	if spec.Timeout != nil {
-		d.Timeout = spec.Timeout.Duration
-	}
-	if spec.StartTimeout != nil {
-		d.StartTimeout = spec.StartTimeout.Duration
-	}
-	return d
 }
 
 func (o *runOptions) streamLog(ctx context.Context, f trainjob.LogFollower, ns, pod string) {

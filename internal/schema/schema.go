@@ -26,6 +26,7 @@ var descriptions = map[string]string{
 	"timeout":                 "Bound on the whole step, e.g. 2h; the TrainJob is deleted when it passes unless keepOnTimeout.",
 	"keepOnTimeout":           "Leave the TrainJob running when the timeout passes.",
 	"startTimeout":            "Fail the step, with the scheduler's or kubelet's reason, when its TrainJob has not started within this (e.g. 15m); the TrainJob is deleted. Started: an initializer pod Running or Succeeded, or every trainer node Running or Succeeded at once; once started it never applies again. A queued (Suspended) job is not bounded by it.",
+	"hangTimeout":             "Fail the step as hung (failure-class hung) when its TrainJob runs and the progress its function reports through report() has not moved for this long (e.g. 30m); the TrainJob is deleted. Counts from the last report (or the last resume, when later); needs the Trainer's TrainJobStatus gate; a job that never reported is never hung.",
 	"func":                    "Python source that defines the training function.",
 	"funcName":                "The function to call; optional when func defines exactly one top-level function.",
 	"funcArgs":                "Keyword arguments, passed as Python literals.",
@@ -106,6 +107,7 @@ func Step(reg *trainers.Registry) map[string]any {
 	props["framework"] = map[string]any{"type": "string", "description": descriptions["framework"], "examples": frameworks}
 	props["timeout"] = map[string]any{"type": []any{"string", "number"}, "description": descriptions["timeout"]}
 	props["startTimeout"] = map[string]any{"type": []any{"string", "number"}, "description": descriptions["startTimeout"]}
+	props["hangTimeout"] = map[string]any{"type": []any{"string", "number"}, "description": descriptions["hangTimeout"]}
 	props["runtime"].(map[string]any)["properties"].(map[string]any)["kind"] = map[string]any{"type": "string",
 		"enum": []any{step.ClusterTrainingRuntime, step.TrainingRuntime}}
 	podProps := props["pod"].(map[string]any)["properties"].(map[string]any)

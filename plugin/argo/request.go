@@ -246,9 +246,7 @@ func (r *request) identityIn(wf *wfv1.Workflow) trainjob.Identity {
 
 // deadlines are the step's bounds for the core's follow policy.
 func (r *request) deadlines() trainjob.Deadlines {
-	d := trainjob.Deadlines{Timeout: r.Timeout, KeepOnTimeout: r.Spec.KeepOnTimeout}
-	if r.Spec.StartTimeout != nil {
-		d.StartTimeout = r.Spec.StartTimeout.Duration
-	}
+	d := trainjob.StepDeadlines(r.Spec)
+	d.Timeout = r.Timeout
 	return d
 }

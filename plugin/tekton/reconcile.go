@@ -363,10 +363,8 @@ func (r *Reconciler) unlabelledPods(ctx context.Context, tj *trainer.TrainJob) (
 
 // deadlines are the attempt's bounds, counted from its start.
 func deadlines(run *v1beta1.CustomRun, spec *step.Spec) trainjob.Deadlines {
-	d := trainjob.Deadlines{Timeout: attemptTimeout(run, spec), KeepOnTimeout: spec.KeepOnTimeout, Since: run.Status.StartTime.Time}
-	if spec.StartTimeout != nil {
-		d.StartTimeout = spec.StartTimeout.Duration
-	}
+	d := trainjob.StepDeadlines(spec)
+	d.Timeout, d.Since = attemptTimeout(run, spec), run.Status.StartTime.Time
 	return d
 }
 

@@ -159,3 +159,24 @@ func TestDryRunSaysProgressReportingIsOn(t *testing.T) {
 	require.Equal(t, cli.ExitSucceeded, code, r.Stderr.String())
 	assert.NotContains(t, r.Stderr.String(), "progress reporting is off")
 }
+
+// A job whose reported progress stops moving for the step's hangTimeout fails as hung: the
+// step says what it last reported and when, its class is hung (retryable), and the TrainJob,
+// which holds its nodes doing nothing, is deleted.
+func TestAJobWhoseProgressStopsFailsAsHung(t *testing.T) {
+	t.Parallel()
+	ns := stack.Namespace(t)
+	r := startExecutor(t, ns, heldStep+"hangTimeout: 15s\n")
+	pod := node0(t, ns)
+	rep, err := stack.PodReporter(t.Context(), pod)
+	require.NoError(t, err)
+	require.NoError(t, rep.Report(t.Context(), ptr.To[int32](37), nil, [2]string{"loss", "0.5"}))
+
+	res := r.Result(t)
+	require.Equal(t, cli.ExitFailed, res.Code, "stderr:\n%s", res.Stderr)
+	assert.Regexp(t, `is hung: its progress has not moved for 15s \(hangTimeout\); it last reported 37% · loss=0\.5 at \S+Z`, res.Outputs[trainjob.OutMessage])
+	assert.Equal(t, trainjob.ReasonHung, res.Outputs[trainjob.OutReason])
+	assert.Equal(t, string(trainjob.ClassHung), res.Outputs[trainjob.OutFailureClass])
+	assert.Equal(t, "true", res.Outputs[trainjob.OutRetryable])
+	assert.Empty(t, testenv.TrainJobs(t.Context(), t, stack.Client, ns), "the hung job is deleted")
+}

@@ -1,0 +1,47 @@
+package trainjob
+
+import (
+	"fmt"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+)
+
+// ReasonHung: the job ran and its reported progress stopped moving for the step's hangTimeout.
+const ReasonHung = "Hung"
+
+// hangAt is when a running job's progress counts as stopped: hangTimeout after its last report
+// (status.trainerStatus.lastUpdatedTime, which the Trainer's status server sets at every
+// report), or after its last resume when that is later (a preempted job re-admitted reports
+// again only once it runs). Zero when the step has no hangTimeout, the job does not run, or it
+// never reported: a job whose function does not report has no progress to stop.
+func hangAt(tj *trainer.TrainJob, obs Observation, hangTimeout time.Duration) time.Time {
+	ts := tj.Status.TrainerStatus
+	if hangTimeout <= 0 || obs.Phase != PhaseRunning || ts == nil || ts.LastUpdatedTime.IsZero() {
+		return time.Time{}
+	}
+	from := ts.LastUpdatedTime.Time
+	if r := LastResumed(tj); r.After(from) {
+		from = r
+	}
+	return from.Add(hangTimeout)
+}
+
+// hung fails a job whose progress stopped: it is deleted (it holds its nodes, doing nothing),
+// and the message says what it last reported and when, with the end of node 0's log.
+func hung(v Verdict, tj *trainer.TrainJob, now time.Time, hangTimeout time.Duration) Verdict {
+	last := tj.Status.TrainerStatus.LastUpdatedTime.UTC().Format(time.RFC3339)
+	what := v.ProgressLine()
+	if what == "" {
+		what = "no progress figure"
+	}
+	v.Phase, v.Reason = PhaseFailed, ReasonHung
+	v.Message = fmt.Sprintf("TrainJob %s is hung: its progress has not moved for %s (hangTimeout); it last reported %s at %s",
+		tj.Name, hangTimeout, what, last)
+	// Node 0's log says where it stopped.
+	v.TailPod, v.TailContainer = v.Node0Pod, NodeContainer
+	v.Failure = Classified(ClassHung)
+	v.CompletionTime = &now
+	v.Delete, v.Trouble = true, false
+	return v
+}
