@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/test/internal/argoharness"
 	"github.com/trainstep/trainstep/test/internal/testenv"
@@ -188,7 +189,8 @@ spec:
 // TestArgoRetryGetsANewTrainJob: the train step fails, the workflow fails, `argo retry` (what
 // util.FormulateRetryWorkflow does to the Workflow, see retryWorkflow) and Argo's own controller
 // and agent run the node again with the very same call: trainstep starts a second TrainJob
-// instead of answering with the failed one.
+// instead of answering with the failed one, and gives it the first one's checkpoint directory on
+// the same volume, so its training resumes where the first stopped.
 func TestArgoRetryGetsANewTrainJob(t *testing.T) {
 	wf := harness.Submit(t, `
 apiVersion: argoproj.io/v1alpha1
@@ -208,6 +210,10 @@ spec:
           framework: xgboost
           labels: {sim-mode: fail}
           trainer: {numNodes: 1, func: "def train():\n    pass\n"}
+          pod:
+            volumes: [{name: ckpt, nfs: {server: nfs.example.com, path: /exports}}]
+            volumeMounts: [{name: ckpt, mountPath: /ckpt}]
+          checkpoint: {volume: ckpt}
 `)
 	harness.RunAgent(t, wf.Name, e2eTimeout)
 	got := harness.WaitPhase(t, wf.Name, e2eTimeout)
@@ -231,6 +237,22 @@ spec:
 	}
 	assert.NotEqual(t, first[0], name, "the retried node reports the new TrainJob")
 	assert.Contains(t, jobs, name)
+
+	dirs := map[string]bool{}
+	for _, j := range jobs {
+		tj := &trainer.TrainJob{}
+		require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: Namespace, Name: j}, tj))
+		require.NotNil(t, tj.Spec.Trainer, j)
+		for _, e := range tj.Spec.Trainer.Env {
+			if e.Name == step.CheckpointDirEnv {
+				dirs[e.Value] = true
+			}
+		}
+	}
+	require.Len(t, dirs, 1, "both TrainJobs name one checkpoint directory: %v", dirs)
+	for d := range dirs {
+		assert.Regexp(t, `^/ckpt/checkpoints/[^/]+/[^/]+$`, d, "the step's own directory on its volume")
+	}
 }
 
 func trainJobsOf(t *testing.T, wf *wfv1.Workflow) []string {
