@@ -215,6 +215,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 	case st.Err != nil:
 		return r.notYet(ctx, s, st)
 	case st.Invalid != nil:
+		run.Status.Results = results(st.Outputs())
 		s.finish(corev1.ConditionFalse, ReasonInvalidParams, explain(st.Invalid, sources).Error())
 		return reconcile.Result{}, nil //nolint:nilerr // the step is wrong, not the reconcile: the run ends saying so
 	}
@@ -293,14 +294,16 @@ func (r *Reconciler) record(ctx context.Context, s *state, st lifecycle.Status) 
 	r.metrics.setPhase(client.ObjectKeyFromObject(run), st.Phase)
 }
 
-// ended writes a finished attempt: the outputs of a success; a failure or a timeout ends the
-// run, or starts the next attempt while retries are left. A refusal no retry mends (the name
-// taken, the controller's rights, the apiserver refusing the TrainJob) ends the run.
+// ended writes a finished attempt: its outputs (a failure's too: its failure-class and retryable
+// say why, for a finally task, and a retried attempt keeps them in its retriesStatus entry); a
+// failure or a timeout ends the run, or starts the next attempt while retries are left. A refusal
+// no retry mends (the name taken, the controller's rights, the apiserver refusing the TrainJob)
+// ends the run.
 func (r *Reconciler) ended(s *state, st lifecycle.Status, d trainjob.Deadlines) {
 	run := s.run
+	run.Status.Results = results(st.Outputs())
 	switch {
 	case st.Phase == trainjob.PhaseSucceeded:
-		run.Status.Results = results(st.Outputs())
 		s.finish(corev1.ConditionTrue, ReasonSucceeded, st.Message)
 	case st.Phase == trainjob.PhaseTimedOut:
 		s.retryOrFail(ReasonTimedOut, fmt.Sprintf("attempt %d timed out after %s: %s", len(run.Status.RetriesStatus)+1, d.Timeout, st.Message))

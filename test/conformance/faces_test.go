@@ -451,8 +451,8 @@ func tektonReason(reason string) string {
 	return reason
 }
 
-// tektonOutputs are a CustomRun's results, which it has only once it succeeded (Tekton passes
-// on no result of a failed task); then only the TrainJob's name, in status.extraFields.
+// tektonOutputs are a CustomRun's results, which it has once an attempt ended; before that (a
+// cancelled run) only the TrainJob's name, in status.extraFields.
 func tektonOutputs(t *testing.T, run *v1beta1.CustomRun) map[string]string {
 	t.Helper()
 	if len(run.Status.Results) == 0 {
