@@ -69,6 +69,15 @@ func (e *Engine) podsBeforeVerdict(ctx context.Context, s Step, tj *trainer.Trai
 	return trainjob.ListPods(ctx, e.API, tj)
 }
 
+// deletedNote ends the message of a step whose job a deadline deleted, where the verdict's own
+// words do not say so already (a startTimeout's, an invalid Job's and a deactivation's do).
+func deletedNote(obs trainjob.Observation) string {
+	if obs.Phase == trainjob.PhaseTimedOut || obs.Reason == trainjob.ReasonHung {
+		return "; it was deleted"
+	}
+	return ""
+}
+
 // conclude carries out a terminal verdict: the failing pod's log tail, read while the pods are
 // still there, then the delete or keep a deadline asks for. A write that fails is Err: the face
 // looks again, and the next look decides the same; a write the apiserver forbids is said in the
@@ -96,8 +105,8 @@ func (e *Engine) conclude(ctx context.Context, s Step, tj *trainer.TrainJob, v t
 		switch {
 		case st.Released:
 			st.Message += releasedNote(obs.Name, left)
-		case obs.Phase == trainjob.PhaseTimedOut || obs.Reason == trainjob.ReasonHung:
-			st.Message += "; it was deleted"
+		default:
+			st.Message += deletedNote(obs)
 		}
 	case v.Delete:
 		err := trainjob.Delete(ctx, e.Writer, obs.Namespace, obs.Name)
@@ -112,9 +121,7 @@ func (e *Engine) conclude(ctx context.Context, s Step, tj *trainer.TrainJob, v t
 			return st
 		}
 		st.Deleted = true
-		if obs.Phase == trainjob.PhaseTimedOut || obs.Reason == trainjob.ReasonHung {
-			st.Message += "; it was deleted"
-		}
+		st.Message += deletedNote(obs)
 	}
 	return st
 }

@@ -47,14 +47,11 @@ const stopWithin = 10 * time.Second
 // TrainJob (a watch it may not make), the step is stopped: its TrainJob is deleted, unless
 // s.KeepOnStop for a stop, and the error says why.
 func (r *Runner) Run(ctx context.Context, s Step, opts RunOptions) (Status, error) {
-	w, err := startWatches(ctx, r.Client, s.Namespace, s.Identity.Name(), opts.OnWarning)
+	w, err := r.watch(ctx, s.Namespace, s.Identity.Name(), opts)
 	if err != nil {
 		return Status{}, err
 	}
 	defer func() { w.close() }()
-	if !w.synced() {
-		return Status{}, fmt.Errorf("watching TrainJob %s/%s: %w", s.Namespace, s.Identity.Name(), context.Cause(w.ctx))
-	}
 	e := r.engine(w, opts)
 	var last Status
 	delay := time.Duration(0)
@@ -69,13 +66,11 @@ func (r *Runner) Run(ctx context.Context, s Step, opts RunOptions) (Status, erro
 		if st.Name != "" && st.Name != w.name {
 			// A job of this step's identity an earlier release made under another name: follow it.
 			w.close()
-			if w, err = startWatches(ctx, r.Client, s.Namespace, st.Name, opts.OnWarning); err != nil {
-				return st, err
+			next, err := r.watch(ctx, s.Namespace, st.Name, opts)
+			if err != nil {
+				return st, err // w, closed, stays for the deferred close: closing twice is harmless
 			}
-			if !w.synced() {
-				return st, fmt.Errorf("watching TrainJob %s/%s: %w", s.Namespace, st.Name, context.Cause(w.ctx))
-			}
-			e = r.engine(w, opts)
+			w, e = next, r.engine(next, opts)
 			continue
 		}
 		if changedEnough(last, st) && opts.OnChange != nil {
@@ -94,6 +89,21 @@ func (r *Runner) Run(ctx context.Context, s Step, opts RunOptions) (Status, erro
 			return r.stop(ctx, s, st, err)
 		}
 	}
+}
+
+// watch starts the watches of TrainJob name and waits for them to list, so the first look sees
+// what is there; an error when they cannot (the watches are stopped then).
+func (r *Runner) watch(ctx context.Context, namespace, name string, opts RunOptions) (*watches, error) {
+	w, err := startWatches(ctx, r.Client, namespace, name, opts.OnWarning)
+	if err != nil {
+		return nil, err
+	}
+	if !w.synced() {
+		err := fmt.Errorf("watching TrainJob %s/%s: %w", namespace, name, context.Cause(w.ctx))
+		w.close()
+		return nil, err
+	}
+	return w, nil
 }
 
 // sleep waits for a change or for wake; an error when the step must stop.

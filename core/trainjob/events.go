@@ -371,6 +371,7 @@ func oneLine(s string) string {
 // verdict is final.
 func withOwnedTrouble(v *Verdict, s Snapshot) bool {
 	t := readOwnedEvents(s.TrainJob, s.Pods, s.Events)
+	v.refused = t.Refused
 	if t.InvalidJob != "" {
 		now := s.Now
 		v.Phase, v.Reason = PhaseFailed, ReasonJobCreationFailed

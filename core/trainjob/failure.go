@@ -117,7 +117,7 @@ func podFailure(p *corev1.Pod) *Failure {
 	case r == "DeadlineExceeded":
 		return Classified(ClassTimeout)
 	}
-	statuses := append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	statuses := containerStatuses(p)
 	for _, cs := range statuses {
 		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 			if t != nil && t.Reason == "OOMKilled" {
@@ -172,7 +172,7 @@ func stuckFailure(pods []corev1.Pod, jobName, refused string) *Failure {
 		if p.Labels[LabelJobSetName] != jobName || p.Status.Phase != corev1.PodPending {
 			continue
 		}
-		for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		for _, cs := range containerStatuses(p) {
 			w := cs.State.Waiting
 			if w == nil {
 				continue

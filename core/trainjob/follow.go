@@ -47,16 +47,16 @@ type Deadlines struct {
 // that counts from elsewhere (a Tekton attempt's start) or bounds the step itself (Argo's
 // template timeout) sets Since and Timeout.
 func StepDeadlines(spec *step.Spec) Deadlines {
-	d := Deadlines{KeepOnTimeout: spec.KeepOnTimeout}
-	for _, b := range []struct {
-		to   *time.Duration
-		from *step.Duration
-	}{{&d.Timeout, spec.Timeout}, {&d.StartTimeout, spec.StartTimeout}, {&d.HangTimeout, spec.HangTimeout}} {
-		if b.from != nil {
-			*b.to = b.from.Duration
-		}
+	return Deadlines{Timeout: orNone(spec.Timeout), StartTimeout: orNone(spec.StartTimeout), HangTimeout: orNone(spec.HangTimeout),
+		KeepOnTimeout: spec.KeepOnTimeout}
+}
+
+// orNone is a step's duration, 0 (none) when the step leaves it out.
+func orNone(d *step.Duration) time.Duration {
+	if d == nil {
+		return 0
 	}
-	return d
+	return d.Duration
 }
 
 // Snapshot is what a face has read of one TrainJob, from a watch, a cache or the apiserver.
@@ -88,6 +88,9 @@ type Verdict struct {
 	// NoTail says no pod's log explains the failure (Kueue deactivated the Workload: its pods
 	// never ran, or ran fine and were stopped), so none is looked for.
 	NoTail bool
+	// refused is a Job's FailedCreate the Events showed (withOwnedTrouble), for a startTimeout's
+	// failure class.
+	refused string
 	// Wake is when to look again though nothing changed: the next deadline. Zero is never.
 	Wake time.Time
 	// Trouble says the message names why a job that is not running is not (a pod that cannot
@@ -172,7 +175,7 @@ func waiting(v Verdict, s Snapshot, start, timeout time.Time, startTimeout time.
 	if !start.IsZero() && obs.Phase == PhasePending {
 		if !s.Now.Before(start) {
 			v.Phase, v.Reason = PhaseFailed, ReasonStartTimeout
-			v.Failure = stuckFailure(s.Pods, tj.Name, readOwnedEvents(tj, s.Pods, s.Events).Refused)
+			v.Failure = stuckFailure(s.Pods, tj.Name, v.refused) // a Pending job's Events were read above
 			v.Message = fmt.Sprintf("TrainJob %s did not start within %s (startTimeout); it was deleted. %s", tj.Name, startTimeout, v.Message)
 			now := s.Now
 			v.CompletionTime = &now

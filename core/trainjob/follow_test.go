@@ -165,6 +165,12 @@ func TestDecide(t *testing.T) {
 			d:     startIn10m,
 			phase: PhaseFailed, reason: ReasonStartTimeout, delete: true, class: ClassImage,
 		},
+		"start timeout with a quota refusing the pods: refused, retryable": {
+			snap: Snapshot{TrainJob: followJob(), Now: t0.Add(10 * time.Minute),
+				Events: []corev1.Event{warning(kindJob, "job-node-0", ReasonFailedCreate, quotaMsg, t0.Add(time.Second))}},
+			d:     startIn10m,
+			phase: PhaseFailed, reason: ReasonStartTimeout, delete: true, class: ClassRefused,
+		},
 		"hung: its progress has not moved for hangTimeout: failed, deleted, with what it last said": {
 			snap:  Snapshot{TrainJob: reported(startedJob(started), t0.Add(5*time.Minute), 40), Pods: bothRunning, Now: t0.Add(35 * time.Minute)},
 			d:     Deadlines{HangTimeout: 30 * time.Minute},

@@ -181,7 +181,7 @@ func isInitializer(p *corev1.Pod) bool {
 // logContainer is the container of p whose log explains its failure: the first that ended with
 // an error, else the trainer's node container when p has one, else its first.
 func logContainer(p *corev1.Pod) string {
-	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+	for _, cs := range containerStatuses(p) {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			return cs.Name
 		}

@@ -2,6 +2,7 @@ package trainjob
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -186,7 +187,7 @@ func stuckWhy(p *corev1.Pod) string {
 			return "cannot be scheduled: " + strings.TrimSpace(c.Message)
 		}
 	}
-	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+	for _, cs := range containerStatuses(p) {
 		if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
 			msg := fmt.Sprintf("container %s: %s", cs.Name, w.Reason)
 			if w.Message != "" {
@@ -196,6 +197,12 @@ func stuckWhy(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// containerStatuses are a pod's init containers' statuses, then its containers', in one new
+// slice: where a pod says why it waits or how it ended, either may.
+func containerStatuses(p *corev1.Pod) []corev1.ContainerStatus {
+	return slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses)
 }
 
 // exitOf is how a failed pod ended: its first terminated container's exit code and reason.
@@ -232,7 +239,7 @@ func describeFailure(p *corev1.Pod) string {
 		return line
 	}
 	line := fmt.Sprintf("%s failed (%s)", describePod(p), exitOf(p))
-	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+	for _, cs := range containerStatuses(p) {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			if words := oneLine(t.Message); words != "" {
 				if len(words) > maxFailureWords {
