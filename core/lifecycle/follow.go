@@ -85,6 +85,7 @@ func deletedNote(obs trainjob.Observation) string {
 // (share.go): it runs on for them.
 func (e *Engine) conclude(ctx context.Context, s Step, tj *trainer.TrainJob, v trainjob.Verdict) Status {
 	obs := e.tailer().WithTail(ctx, v)
+	obs.Lost = e.lost(ctx, s, tj)
 	st := Status{Observation: obs}
 	switch {
 	case v.Keep:
@@ -178,4 +179,26 @@ func (e *Engine) tails() *trainjob.Tails {
 		return trainjob.NewTails() // a face that looks once per change needs no memory
 	}
 	return e.Tails
+}
+
+// maxEarlierAttempts bounds how many earlier attempts' names a step's end reads: an attempt
+// number is the user's (--attempt), and the first found is the earliest.
+const maxEarlierAttempts = 64
+
+// lost is the time earlier attempts of the step spent before tj, this attempt's, was created:
+// from the earliest of their TrainJobs the cache still has (each attempt's name is its
+// identity's) to tj. Zero for a first attempt, or when the earlier jobs are gone.
+func (e *Engine) lost(ctx context.Context, s Step, tj *trainer.TrainJob) *time.Duration {
+	d := time.Duration(0)
+	for a := 0; a < min(s.Identity.Attempt, maxEarlierAttempts); a++ {
+		id := s.Identity
+		id.Attempt = a
+		earlier := &trainer.TrainJob{}
+		if e.Cache.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: id.Name()}, earlier) != nil || !id.Adopts(earlier) {
+			continue
+		}
+		d = max(tj.CreationTimestamp.Sub(earlier.CreationTimestamp.Time), 0)
+		break
+	}
+	return &d
 }

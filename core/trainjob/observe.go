@@ -103,6 +103,12 @@ type Observation struct {
 	// set, is the stored success it was served from instead of training.
 	CacheKey string
 	Cached   *Cached
+	// TrainingStart is when a trainer container of this run first started, Accelerators how
+	// many accelerators one node asks for (cost.go), and Lost, set by the lifecycle once the
+	// step ends, the time earlier attempts of the step spent before this one's TrainJob.
+	TrainingStart *time.Time
+	Accelerators  int64
+	Lost          *time.Duration
 }
 
 // TrainerPods selects the pods that run the trainer: node, and launcher for MPI runtimes.
@@ -240,6 +246,7 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 	}
 	trainerPods := TrainerPods(pods, tj.Name)
 	o.ProgressOff = progressOff(tj, trainerPods)
+	o.TrainingStart, o.Accelerators = trainingStart(trainerPods), accelerators(tj, trainerPods)
 	for _, p := range trainerPods {
 		if p.DeletionTimestamp != nil {
 			continue // going away (a preempted or suspended job's pods): its replacement counts

@@ -104,7 +104,8 @@ func resultKeys(result string, out map[string]string) {
 // OutputNames lists every output, in a stable order.
 var OutputNames = []string{OutName, OutNamespace, OutRuntime, OutFramework, OutPhase, OutReason, OutMessage,
 	OutStartTime, OutCompletionTime, OutDuration, OutNumNodes, OutProgress, OutMetrics, OutResult,
-	OutQueueWait, OutPreemptions, OutEvictions, OutCluster, OutUndelivered, OutFailureClass, OutRetryable}
+	OutQueueWait, OutPreemptions, OutEvictions, OutCluster, OutUndelivered, OutFailureClass, OutRetryable,
+	OutInitializing, OutTraining, OutLost, OutGPUHours}
 
 // Outputs renders the observation as the step's outputs. Every name is always present (empty
 // when unknown), so downstream steps can rely on them.
@@ -128,7 +129,7 @@ func (o Observation) Outputs() map[string]string {
 		out[OutFailureClass], out[OutRetryable] = string(f.Class), strconv.FormatBool(f.Retryable)
 	}
 	if o.QueueWait != nil {
-		out[OutQueueWait] = strconv.FormatFloat(o.QueueWait.Seconds(), 'f', 0, 64)
+		out[OutQueueWait] = strconv.FormatInt(seconds(*o.QueueWait), 10)
 	}
 	resultKeys(o.Result, out)
 	o.metricOutputs(out)
@@ -139,9 +140,10 @@ func (o Observation) Outputs() map[string]string {
 	if o.CompletionTime != nil {
 		out[OutCompletionTime] = o.CompletionTime.UTC().Format(time.RFC3339)
 		if o.StartTime != nil {
-			out[OutDuration] = strconv.FormatFloat(o.CompletionTime.Sub(*o.StartTime).Seconds(), 'f', 0, 64)
+			out[OutDuration] = strconv.FormatInt(seconds(o.CompletionTime.Sub(*o.StartTime)), 10)
 		}
 	}
+	o.costOutputs(out)
 	if o.Progress != nil {
 		out[OutProgress] = strconv.Itoa(int(*o.Progress))
 	}

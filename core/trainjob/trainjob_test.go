@@ -162,6 +162,8 @@ func TestObserveFailedPodAndOutputs(t *testing.T) {
 		MetricPrefix + "loss": "0.5",
 		OutQueueWait:          "", OutPreemptions: "0", OutEvictions: "0", OutCluster: "", OutUndelivered: "",
 		OutFailureClass: "unknown", OutRetryable: "false",
+		// The pods record no container start: the job never trained, by its records.
+		OutInitializing: "90", OutTraining: "0", OutLost: "0", OutGPUHours: "0",
 	}, o.Outputs())
 	assert.Len(t, o.Outputs(), len(OutputNames)+1, "every output, and one per metric")
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -316,6 +317,11 @@ func (o *runOptions) finish(obs trainjob.Observation) int {
 		}
 	}
 	o.say("%s: %s", obs.Phase, obs.Message)
+	if outs[trainjob.OutTraining] != "" {
+		queued := cmp.Or(outs[trainjob.OutQueueWait], "0")
+		o.say("cost: %ss queued, %ss initializing, %ss training, %ss lost to earlier attempts; %s GPU-hours",
+			queued, outs[trainjob.OutInitializing], outs[trainjob.OutTraining], outs[trainjob.OutLost], outs[trainjob.OutGPUHours])
+	}
 	b, _ := yaml.Marshal(map[string]any{"outputs": outs})
 	_, _ = o.stdout.Write(b)
 	switch obs.Phase {

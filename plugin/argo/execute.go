@@ -335,6 +335,7 @@ func (p *Plugin) terminal(req *request, st lifecycle.Status, held time.Duration)
 	case st.Released:
 		p.log.Info("let go of a TrainJob other steps of its cache key follow", "trainjob", st.Name, "reason", st.Reason)
 	}
+	p.metrics.ended.Observe(st.Observation)
 	r := p.reply(req, st.Observation, held)
 	if st.CompletionTime != nil && st.Reason != trainjob.ReasonTimeout && st.Reason != trainjob.ReasonStartTimeout {
 		d := p.clock.Since(*st.CompletionTime)
@@ -346,7 +347,11 @@ func (p *Plugin) terminal(req *request, st lifecycle.Status, held time.Duration)
 // reply renders an observation: phase, message and every core output as a parameter.
 func (p *Plugin) reply(req *request, obs trainjob.Observation, held time.Duration) result {
 	phase := nodePhase(obs.Phase)
-	node := &wfv1.NodeResult{Phase: phase, Message: obs.Message, Outputs: outputs(obs, req.Declared), Progress: wfv1.Progress(obs.ProgressFraction())}
+	msg := obs.Message
+	if phase == wfv1.NodeFailed {
+		msg = classed(msg, obs.Failure)
+	}
+	node := &wfv1.NodeResult{Phase: phase, Message: msg, Outputs: outputs(obs, req.Declared), Progress: wfv1.Progress(obs.ProgressFraction())}
 	r := result{reply: executor.ExecuteTemplateReply{Node: node}, outcome: string(phase), req: req, trainJob: obs.Name, held: held}
 	if phase != wfv1.NodeSucceeded && phase != wfv1.NodeFailed && phase != wfv1.NodeError {
 		r.reply.Requeue = &metav1.Duration{Duration: p.opts.Requeue}
@@ -374,9 +379,31 @@ func (p *Plugin) pending(req *request, name, msg string) result {
 	}
 }
 
-// failed ends the step with no requeue: the agent never calls again about it.
+// failed ends the step with no requeue: the agent never calls again about it. It fails before
+// the lifecycle looked (class invalid: a request or step it refuses; cancelled: the workflow
+// stops), so it has no TrainJob; with a parsed request it carries every output all the same.
 func (p *Plugin) failed(req *request, outcome, msg string) result {
-	return result{reply: executor.ExecuteTemplateReply{Node: &wfv1.NodeResult{Phase: wfv1.NodeFailed, Message: msg}}, outcome: outcome, req: req}
+	f := trainjob.Classified(trainjob.ClassCancelled)
+	if outcome == outcomeInvalid {
+		f = trainjob.Classified(trainjob.ClassInvalid)
+	}
+	node := &wfv1.NodeResult{Phase: wfv1.NodeFailed, Message: classed(msg, f)}
+	if req != nil {
+		obs := trainjob.Observation{Namespace: p.opts.Namespace, Phase: trainjob.PhaseFailed, Message: msg, Failure: f}
+		node.Outputs = outputs(obs, req.Declared)
+	}
+	return result{reply: executor.ExecuteTemplateReply{Node: node}, outcome: outcome, req: req}
+}
+
+// classed puts a failure's class first in the node's message, in the outputs' own words
+// ("failure-class=oom retryable=true: …"): Argo gives a retryStrategy.expression the last
+// attempt's message (lastRetry.message) and, for a plugin node, no exit code of its own, so
+// `lastRetry.message matches 'retryable=true'` retries only what a retry can fix.
+func classed(msg string, f *trainjob.Failure) string {
+	if f == nil {
+		return msg
+	}
+	return fmt.Sprintf("%s=%s %s=%t: %s", trainjob.OutFailureClass, f.Class, trainjob.OutRetryable, f.Retryable, msg)
 }
 
 func nodePhase(ph trainjob.Phase) wfv1.NodePhase {

@@ -3,6 +3,8 @@ package argo
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/trainstep/trainstep/core/stepmetrics"
 )
 
 // metrics live in the plugin's own registry (no global state).
@@ -13,6 +15,8 @@ type metrics struct {
 	hold     prometheus.Histogram
 	held     prometheus.Gauge
 	holdFull prometheus.Counter
+	// ended counts what ended steps cost, by namespace and failure class.
+	ended *stepmetrics.Ended
 }
 
 func newMetrics() *metrics {
@@ -40,8 +44,10 @@ func newMetrics() *metrics {
 			Name: "trainstep_argo_hold_refused_total",
 			Help: "Calls answered at once because maxHeld calls were already held.",
 		}),
+		ended: stepmetrics.New("trainstep_argo"),
 	}
 	m.registry.MustRegister(m.calls, m.notice, m.hold, m.held, m.holdFull,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registry.MustRegister(m.ended.Collectors()...)
 	return m
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trainstep/trainstep/core/stepmetrics"
 	"github.com/trainstep/trainstep/core/trainjob"
 )
 
@@ -15,6 +16,8 @@ type metrics struct {
 	reconciles *prometheus.CounterVec
 	finished   *prometheus.CounterVec
 	notice     prometheus.Histogram
+	// ended counts what ended steps cost, by namespace and failure class.
+	ended *stepmetrics.Ended
 
 	mu     sync.Mutex
 	phases map[types.NamespacedName]trainjob.Phase // the current TrainJob phase of each unfinished run
@@ -36,6 +39,7 @@ func newMetrics() *metrics {
 			Help:    "Time from the TrainJob's terminal condition to the CustomRun's terminal status write (the condition time has 1 s resolution).",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60},
 		}),
+		ended:  stepmetrics.New("trainstep_tekton"),
 		phases: map[types.NamespacedName]trainjob.Phase{},
 		gauge: prometheus.NewDesc("trainstep_tekton_trainjobs",
 			"TrainJobs of unfinished CustomRuns, by phase.", []string{"phase"}, nil),
@@ -43,7 +47,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.reconciles, m.finished, m.notice, m} {
+	for _, c := range append([]prometheus.Collector{m.reconciles, m.finished, m.notice, m}, m.ended.Collectors()...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}

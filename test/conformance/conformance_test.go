@@ -167,6 +167,10 @@ timeout: 3m
 				"result-epochs":          `^\[1,2\]$`,
 				trainjob.OutFailureClass: `^$`,
 				trainjob.OutRetryable:    `^$`,
+				// Its nodes ran KWOK_RUN_SECONDS, asking for no accelerator; a first attempt.
+				trainjob.OutTraining: `^([2-9]|\d\d+)$`,
+				trainjob.OutGPUHours: `^0$`,
+				trainjob.OutLost:     `^0$`,
 			},
 			jsonOutputs: map[string]string{trainjob.OutResult: returned}},
 		also: returnedByThePod,
@@ -688,6 +692,7 @@ func check(t *testing.T, w want, got result) {
 	for k, js := range w.jsonOutputs {
 		assert.JSONEq(t, js, got.outputs[k], "output %s", k)
 	}
+	checkCost(t, got.outputs)
 	if w.waiting != "" {
 		assert.Regexp(t, w.waiting, got.waiting, "while the step ran")
 	}
@@ -708,6 +713,33 @@ func check(t *testing.T, w want, got result) {
 		assert.Nil(t, tj.DeletionTimestamp)
 		assert.False(t, trainjob.Observe(tj, nil).Phase.Terminal(), "it still trains: %+v", tj.Status.Conditions)
 	}
+}
+
+// checkCost: a step that ended with a TrainJob says where its time went, in whole seconds that
+// sum to duration-seconds, and its GPU-hours; one that has no duration (no TrainJob, or a face
+// that did not read it) says nothing of it.
+func checkCost(t *testing.T, outs map[string]string) {
+	t.Helper()
+	d, ok := outs[trainjob.OutDuration]
+	if !ok || d == "" {
+		for _, n := range trainjob.CostOutputNames {
+			assert.Empty(t, outs[n], "output %s without a duration", n)
+		}
+		return
+	}
+	sum := 0
+	for _, n := range []string{trainjob.OutQueueWait, trainjob.OutInitializing, trainjob.OutTraining} {
+		if n == trainjob.OutQueueWait && outs[n] == "" {
+			continue // never suspended
+		}
+		v, err := strconv.Atoi(outs[n])
+		if assert.NoError(t, err, "output %s", n) {
+			sum += v
+		}
+	}
+	assert.Equal(t, d, strconv.Itoa(sum), "queue-wait, initializing and training seconds sum to duration-seconds: %v", outs)
+	assert.Regexp(t, `^\d+$`, outs[trainjob.OutLost], "output %s", trainjob.OutLost)
+	assert.Regexp(t, `^\d+(\.\d+)?$`, outs[trainjob.OutGPUHours], "output %s", trainjob.OutGPUHours)
 }
 
 // leftRunning: the step's TrainJob, which trainstep was refused to delete, is still there and not

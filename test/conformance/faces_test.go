@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"regexp"
 	"slices"
@@ -333,7 +334,19 @@ func argoWorkflow(t *testing.T, sc scenario, r *running, step string) result {
 	case node.Phase == wfv1.NodeSucceeded:
 		phase = "Succeeded"
 	}
-	return result{phase: phase, reason: outs[trainjob.OutReason], message: node.Message, outputs: outs, waiting: r.said(), step: r}
+	return result{phase: phase, reason: outs[trainjob.OutReason], message: argoMessage(t, node, outs), outputs: outs, waiting: r.said(), step: r}
+}
+
+// argoMessage is a plugin node's message in the core's terms: a failed node's begins with its
+// class, as its outputs say it, for a retryStrategy.expression (lastRetry.message).
+func argoMessage(t *testing.T, node *wfv1.NodeStatus, outs map[string]string) string {
+	if node.Phase != wfv1.NodeFailed || outs[trainjob.OutFailureClass] == "" {
+		return node.Message
+	}
+	prefix := fmt.Sprintf("%s=%s %s=%s: ", trainjob.OutFailureClass, outs[trainjob.OutFailureClass], trainjob.OutRetryable, outs[trainjob.OutRetryable])
+	msg, ok := strings.CutPrefix(node.Message, prefix)
+	assert.True(t, ok, "a failed node's message begins %q: %s", prefix, node.Message)
+	return msg
 }
 
 // argoPrevious creates the TrainJob the previous release's plugin made for Workflow name's step,

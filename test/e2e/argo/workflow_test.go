@@ -292,3 +292,66 @@ func retryWorkflow(wf *wfv1.Workflow, release string) *wfv1.Workflow {
 	n.Status.Nodes = wfv1.Nodes{}
 	return n
 }
+
+// retryOnlyRetryable is the retryStrategy docs/failures.md shows: Argo evaluates the expression
+// after each failed attempt, against that attempt's node message, which the plugin begins with
+// the failure's class.
+const retryOnlyRetryable = `lastRetry.message matches 'retryable=true'`
+
+// TestRetryStrategyExpressionRetriesOnlyRetryableFailures: under Argo's own controller, which
+// evaluates the expression, a step whose node failed is not retried, and one that cannot be
+// scheduled by its startTimeout (unschedulable) is, each attempt's node saying its class first. (The simulator's failed pod records no exit code,
+// so its class is unknown, not code: neither is retryable. The real stack's classes are the
+// conformance suite's.)
+func TestRetryStrategyExpressionRetriesOnlyRetryableFailures(t *testing.T) {
+	cases := []struct {
+		mode, class string
+		retryable   bool
+		attempts    int
+		// left is how many of the attempts' TrainJobs are left: a failed one stays, one past
+		// its startTimeout is deleted.
+		left int
+	}{
+		{mode: "fail", class: "unknown", retryable: false, attempts: 1, left: 1},
+		{mode: "no-resources", class: "unschedulable", retryable: true, attempts: 2, left: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.class, func(t *testing.T) {
+			wf := harness.Submit(t, fmt.Sprintf(`
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {generateName: train-classed-}
+spec:
+  entrypoint: train
+  serviceAccountName: trainstep-workflow
+  templates:
+    - name: train
+      retryStrategy:
+        limit: "1"
+        expression: "%s"
+      plugin:
+        trainstep:
+          key: "{{node.name}}"
+          attempt: "{{retries}}"
+          framework: xgboost
+          labels: {sim-mode: %s}
+          startTimeout: 2s
+          trainer: {numNodes: 1, func: "def train():\n    pass\n"}
+`, retryOnlyRetryable, tc.mode))
+			harness.RunAgent(t, wf.Name, e2eTimeout)
+			got := harness.WaitPhase(t, wf.Name, e2eTimeout)
+			require.Equal(t, wfv1.WorkflowFailed, got.Status.Phase, argoharness.Nodes(got))
+			prefix := fmt.Sprintf("failure-class=%s retryable=%t: ", tc.class, tc.retryable)
+			var attempts int
+			for _, n := range got.Status.Nodes {
+				if n.Type != wfv1.NodeTypePlugin {
+					continue
+				}
+				attempts++
+				assert.True(t, strings.HasPrefix(n.Message, prefix), "attempt %s: %q does not begin %q", n.Name, n.Message, prefix)
+			}
+			assert.Equal(t, tc.attempts, attempts, argoharness.Nodes(got))
+			assert.Len(t, trainJobsOf(t, wf), tc.left, argoharness.Nodes(got))
+		})
+	}
+}

@@ -111,6 +111,9 @@ func TestReplies(t *testing.T) {
 				for _, m := range tc.wantMsg {
 					assert.Contains(t, r.Node.Message, m)
 				}
+				// A step refused before any TrainJob is invalid, first in the message for
+				// a retryStrategy.expression and in the outputs for the next step.
+				assert.True(t, strings.HasPrefix(r.Node.Message, "failure-class=invalid retryable=false: "), r.Node.Message)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package argo_test
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -112,6 +113,15 @@ func TestFailureCarriesTheLogTail(t *testing.T) {
 	assert.Contains(t, r.Node.Message, "RuntimeError: CUDA out of memory")
 	phase, _ := r.Output(trainjob.OutPhase)
 	assert.Equal(t, "Failed", phase)
+	class, _ := r.Output(trainjob.OutFailureClass)
+	require.NotEmpty(t, class)
+	assert.True(t, strings.HasPrefix(r.Node.Message, "failure-class="+class+" retryable="), r.Node.Message)
+
+	// The plugin's /metrics counts the ended step by its namespace and class.
+	series := fmt.Sprintf(`trainstep_argo_steps_ended_total{failure_class=%q,namespace=%q,phase="Failed"} 1`, class, ns)
+	body, err := httpGet(h.Metrics + "/metrics")
+	require.NoError(t, err)
+	assert.Contains(t, body, series)
 }
 
 func TestRetryAttemptGetsANewTrainJob(t *testing.T) {

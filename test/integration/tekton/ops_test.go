@@ -59,6 +59,8 @@ func TestOperations(t *testing.T) {
 		"trainstep_tekton_completion_notice_seconds", "trainstep_tekton_trainjobs")
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, n, 5, "finished + notice histogram + 3 phase gauges")
+	// Every finished run is an ended step, counted by namespace and failure class.
+	assert.Equal(t, counterSum(t, ctl, "trainstep_tekton_customruns_finished_total"), counterSum(t, ctl, "trainstep_tekton_steps_ended_total"))
 }
 
 func counterSum(t *testing.T, ctl *controller, name string) float64 {
