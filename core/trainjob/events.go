@@ -169,7 +169,13 @@ type ownedTrouble struct {
 	// Refused is a Job's FailedCreate, when one stands: the apiserver refused its pods (a quota, Pod
 	// Security, a LimitRange).
 	Refused string
+	// Missing is a pod's FailedMount that names a Secret or ConfigMap that is not there.
+	Missing string
 }
+
+// missingSource matches the kubelet's FailedMount for a volume whose Secret or ConfigMap does
+// not exist (pkg/volume/secret, pkg/volume/configmap: `secret "<name>" not found`).
+var missingSource = regexp.MustCompile(`(secret|configmap|configmaps|secrets) "[^"]+" not found`)
 
 // ownedEvent is the newest read Event of one reason about one object.
 type ownedEvent struct {
@@ -193,6 +199,9 @@ func readOwnedEvents(tj *trainer.TrainJob, pods []corev1.Pod, events []corev1.Ev
 		if oe.event.Reason == ReasonFailedCreate {
 			msg = maskPodName(oe.name, msg)
 			t.Refused = msg
+		}
+		if oe.event.Reason == ReasonFailedMount && missingSource.MatchString(msg) {
+			t.Missing = msg
 		}
 		t.Lines = append(t.Lines, describeOwned(oe, byName)+": "+msg)
 		if oe.event.Reason == ReasonJobCreationFailed && t.InvalidJob == "" {
@@ -371,7 +380,7 @@ func oneLine(s string) string {
 // verdict is final.
 func withOwnedTrouble(v *Verdict, s Snapshot) bool {
 	t := readOwnedEvents(s.TrainJob, s.Pods, s.Events)
-	v.refused = t.Refused
+	v.refused, v.missing = t.Refused, t.Missing
 	if t.InvalidJob != "" {
 		now := s.Now
 		v.Phase, v.Reason = PhaseFailed, ReasonJobCreationFailed

@@ -161,11 +161,15 @@ func disruption(p *corev1.Pod) FailureClass {
 }
 
 // stuckFailure classifies a job that did not start within its startTimeout by why its pods
-// wait: an image, a refused pod (FailedCreate: refused), a missing Secret; else no room.
-func stuckFailure(pods []corev1.Pod, jobName, refused string) *Failure {
+// wait: an image, a refused pod (FailedCreate: refused), a missing Secret or ConfigMap (a
+// volume's FailedMount: missing, or an env's CreateContainerConfigError); else no room.
+func stuckFailure(pods []corev1.Pod, jobName, refused, missing string) *Failure {
 	if refused != "" {
 		// A quota frees up as other work ends; Pod Security and a LimitRange do not change.
 		return &Failure{Class: ClassRefused, Retryable: strings.Contains(refused, "exceeded quota")}
+	}
+	if missing != "" {
+		return Classified(ClassInvalid) // as a missing Secret an env names: the step names what is not there
 	}
 	for i := range pods {
 		p := &pods[i]

@@ -66,9 +66,9 @@ func TestStuckFailure(t *testing.T) {
 		return p
 	}
 	cases := map[string]struct {
-		pods    []corev1.Pod
-		refused string
-		want    Failure
+		pods             []corev1.Pod
+		refused, missing string
+		want             Failure
 	}{
 		"no room":                 {pods: []corev1.Pod{unschedulable("p")}, want: Failure{ClassUnschedulable, true}},
 		"no pods at all":          {want: Failure{ClassUnschedulable, true}},
@@ -78,10 +78,12 @@ func TestStuckFailure(t *testing.T) {
 		"a quota":                 {refused: `pods "job-node-0-xxxxx" is forbidden: exceeded quota: q, requested: nvidia.com/gpu=1`, want: Failure{ClassRefused, true}},
 		"Pod Security":            {refused: `pods "job-node-0-xxxxx" is forbidden: violates PodSecurity "restricted:latest": privileged`, want: Failure{ClassRefused, false}},
 		"the refusal comes first": {pods: []corev1.Pod{imagePull()}, refused: "exceeded quota: q", want: Failure{ClassRefused, true}},
+		"a missing Secret volume": {pods: []corev1.Pod{unschedulable("p")}, missing: `MountVolume.SetUp failed for volume "creds" : secret "creds" not found`,
+			want: Failure{ClassInvalid, false}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, tc.want, *stuckFailure(tc.pods, "job", tc.refused))
+			assert.Equal(t, tc.want, *stuckFailure(tc.pods, "job", tc.refused, tc.missing))
 		})
 	}
 }

@@ -88,9 +88,10 @@ type Verdict struct {
 	// NoTail says no pod's log explains the failure (Kueue deactivated the Workload: its pods
 	// never ran, or ran fine and were stopped), so none is looked for.
 	NoTail bool
-	// refused is a Job's FailedCreate the Events showed (withOwnedTrouble), for a startTimeout's
+	// refused is a Job's FailedCreate and missing a pod's FailedMount of a Secret or ConfigMap
+	// that is not there, as the Events showed them (withOwnedTrouble), for a startTimeout's
 	// failure class.
-	refused string
+	refused, missing string
 	// Wake is when to look again though nothing changed: the next deadline. Zero is never.
 	Wake time.Time
 	// Trouble says the message names why a job that is not running is not (a pod that cannot
@@ -175,7 +176,7 @@ func waiting(v Verdict, s Snapshot, start, timeout time.Time, startTimeout time.
 	if !start.IsZero() && obs.Phase == PhasePending {
 		if !s.Now.Before(start) {
 			v.Phase, v.Reason = PhaseFailed, ReasonStartTimeout
-			v.Failure = stuckFailure(s.Pods, tj.Name, v.refused) // a Pending job's Events were read above
+			v.Failure = stuckFailure(s.Pods, tj.Name, v.refused, v.missing) // a Pending job's Events were read above
 			v.Message = fmt.Sprintf("TrainJob %s did not start within %s (startTimeout); it was deleted. %s", tj.Name, startTimeout, v.Message)
 			now := s.Now
 			v.CompletionTime = &now

@@ -240,6 +240,48 @@ startTimeout: 20s
 			outputs:  failedAs(trainjob.ClassUnschedulable, true, nil),
 			trainJob: gone},
 	}, {
+		name: "AnImageThatCannotBePulledUntilStartTimeout",
+		// kwok plays the kubelet's ImagePullBackOff (stages/pod-image-pull-backoff.yaml).
+		step: `
+framework: torch
+runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  kind: CustomTrainerContainer
+  image: registry.example.com/no-such/image:1
+  command: [python, /app/train.py]
+  env: {KWOK_IMAGE_PULL_BACKOFF: "1"}
+timeout: 5m
+startTimeout: 20s
+`,
+		want: want{phase: "Failed", reason: trainjob.ReasonStartTimeout,
+			message:  `(?s)did not start within 20s \(startTimeout\); it was deleted.*ImagePullBackOff`,
+			outputs:  failedAs(trainjob.ClassImage, true, nil),
+			trainJob: gone},
+	}, {
+		name: "AMissingSecretVolumeUntilStartTimeout",
+		// kwok plays the kubelet's FailedMount for the one Secret no test creates
+		// (stages/pod-missing-secret.yaml): the step names what is missing, and no retry helps.
+		step: fmt.Sprintf(`
+framework: torch
+runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  func: |
+    def train():
+        pass
+pod:
+  volumes: [{name: %s, secret: {secretName: %s}}]
+  volumeMounts: [{name: %s, mountPath: /var/run/credentials, readOnly: true}]
+timeout: 5m
+startTimeout: 20s
+`, realstack.MissingSecretVolume, realstack.MissingSecret, realstack.MissingSecretVolume),
+		want: want{phase: "Failed", reason: trainjob.ReasonStartTimeout,
+			message:  fmt.Sprintf(`(?s)did not start within 20s.*cannot mount its volumes: .*secret %q not found`, realstack.MissingSecret),
+			outputs:  failedAs(trainjob.ClassInvalid, false, nil),
+			trainJob: gone},
+		lacks: lacksPodBlock,
+	}, {
 		name: "TimesOutAndDeletes",
 		step: `
 framework: torch
