@@ -81,6 +81,14 @@ const (
 	kept = "kept"
 )
 
+// pullBackOff and missingSecret are what the kubelet (kwok, for it) says of a pod waiting on an
+// image it cannot pull and on the Secret of a volume that does not exist.
+var (
+	pullBackOff   = regexp.QuoteMeta(`ImagePullBackOff: Back-off pulling image "registry.example.com/no-such/image:1"`)
+	missingSecret = regexp.QuoteMeta(fmt.Sprintf(`cannot mount its volumes: MountVolume.SetUp failed for volume %q : secret %q not found`,
+		realstack.MissingSecretVolume, realstack.MissingSecret))
+)
+
 // queue is a step's Kueue queue: a ClusterQueue whose binding quota is gpus GPUs. Every Kueue
 // scenario asks for one GPU and blocks with one: the table runs at once, and Kueue's quota is not
 // the Nodes' capacity, so a pod left Pending by other scenarios' GPUs would be evicted by
@@ -241,7 +249,9 @@ startTimeout: 20s
 			trainJob: gone},
 	}, {
 		name: "AnImageThatCannotBePulledUntilStartTimeout",
-		// kwok plays the kubelet's ImagePullBackOff (stages/pod-image-pull-backoff.yaml).
+		// kwok plays the kubelet's ImagePullBackOff (stages/pod-image-pull-backoff.yaml). The
+		// step says so while it waits; startTimeout leaves room for the pod to be made and back
+		// off on a loaded machine (10 s did not, with builds beside it).
 		step: `
 framework: torch
 runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
@@ -252,16 +262,19 @@ trainer:
   command: [python, /app/train.py]
   env: {KWOK_IMAGE_PULL_BACKOFF: "1"}
 timeout: 5m
-startTimeout: 20s
+startTimeout: 30s
 `,
 		want: want{phase: "Failed", reason: trainjob.ReasonStartTimeout,
-			message:  `(?s)did not start within 20s \(startTimeout\); it was deleted.*ImagePullBackOff`,
+			message:  `(?s)did not start within 30s \(startTimeout\); it was deleted.*` + pullBackOff,
+			waiting:  pullBackOff,
 			outputs:  failedAs(trainjob.ClassImage, true, nil),
 			trainJob: gone},
 	}, {
 		name: "AMissingSecretVolumeUntilStartTimeout",
 		// kwok plays the kubelet's FailedMount for the one Secret no test creates
-		// (stages/pod-missing-secret.yaml): the step names what is missing, and no retry helps.
+		// (stages/pod-missing-secret.yaml): only that Event on the pod says why it waits. The
+		// step names the pod by its role and what is missing, while it waits and at its
+		// startTimeout, and no retry helps.
 		step: fmt.Sprintf(`
 framework: torch
 runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
@@ -274,10 +287,11 @@ pod:
   volumes: [{name: %s, secret: {secretName: %s}}]
   volumeMounts: [{name: %s, mountPath: /var/run/credentials, readOnly: true}]
 timeout: 5m
-startTimeout: 20s
+startTimeout: 30s
 `, realstack.MissingSecretVolume, realstack.MissingSecret, realstack.MissingSecretVolume),
 		want: want{phase: "Failed", reason: trainjob.ReasonStartTimeout,
-			message:  fmt.Sprintf(`(?s)did not start within 20s.*cannot mount its volumes: .*secret %q not found`, realstack.MissingSecret),
+			message:  `(?s)did not start within 30s.*node 0 \(pod \S+\) ` + missingSecret,
+			waiting:  missingSecret,
 			outputs:  failedAs(trainjob.ClassInvalid, false, nil),
 			trainJob: gone},
 		lacks: lacksPodBlock,

@@ -140,42 +140,6 @@ startTimeout: 20s
 	}
 }
 
-// A pod volume from a Secret that does not exist: the pods are created and scheduled but wait
-// in ContainerCreating, and only the kubelet's FailedMount Event on each pod says why (played
-// here by stages/pod-missing-secret.yaml, in the kubelet's words). The step says so while it
-// waits, and startTimeout fails it with that cause.
-func TestMissingSecretVolumeIsNamedWhileWaitingAndAtStartTimeout(t *testing.T) {
-	t.Parallel()
-	ns := stack.Namespace(t)
-	r := executor(t, ns, fmt.Sprintf(`
-framework: torch
-trainer:
-  numNodes: 2
-  func: |
-    def train():
-        pass
-pod:
-  volumes: [{name: %s, secret: {secretName: %s}}]
-  volumeMounts: [{name: %s, mountPath: /var/run/credentials, readOnly: true}]
-timeout: 5m
-startTimeout: 20s
-`, realstack.MissingSecretVolume, realstack.MissingSecret, realstack.MissingSecretVolume))
-	if installedAPI(t).PodMechanism == "" {
-		realstack.Lacks(t, "Trainer %s has no pod-template mechanism for the step's volume: trainstep refuses the pod block by name at plan time (exit 2, %q)", trainerRelease(t), "pod: Forbidden")
-		assert.Equal(t, cli.ExitInvalid, r.Code, "stderr:\n%s", r.Stderr)
-		assert.Contains(t, r.Stderr, "pod: Forbidden")
-		return
-	}
-	require.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
-	t.Logf("stderr:\n%s\nmessage: %s", r.Stderr, r.Outputs["message"])
-	assert.Equal(t, trainjob.ReasonStartTimeout, r.Outputs["reason"])
-	want := fmt.Sprintf(`cannot mount its volumes: MountVolume.SetUp failed for volume %q : secret %q not found`,
-		realstack.MissingSecretVolume, realstack.MissingSecret)
-	assert.Contains(t, r.Stderr, want, "the running message says why before the end")
-	assert.Contains(t, r.Outputs["message"], want, "startTimeout fails with the cause")
-	assert.Regexp(t, `node [01] \(pod [a-z0-9-]+\) cannot mount`, r.Outputs["message"], "the pod is named by its role")
-}
-
 // The Trainer's TrainJobResourcesCreationFailed Event is news only until the JobSet exists: a
 // quota that refused the JobSet and was then lifted is not the cause of a later failure to
 // start (here: nodes no Node can hold). While refused, the step says so; at startTimeout its
