@@ -59,8 +59,8 @@ func TestMain(m *testing.M) {
 	os.Exit(realstack.RunWithExecutor(m, &stack, &bin, realstack.Options{}, setUp))
 }
 
-// setUp starts Kueue, Argo (its controller, the plugin sidecar's process) and Tekton (its
-// controller and trainstep's) on the stack. Kueue manages only TrainJobs with a queue label; its
+// setUp starts Kueue, Tekton (its controller and trainstep's) and Argo (its controller, the
+// plugin sidecar's process) on the stack. Kueue manages only TrainJobs with a queue label; its
 // TrainJob webhooks, called for every TrainJob, let the others through unchanged.
 func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	if _, err := realstack.StartKueue(ctx, s); err != nil {
@@ -73,6 +73,11 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	if err := s.InstallCRDs(ctx, filepath.Join(argoharness.CRDDir(assets), "*.yaml")); err != nil {
 		return nil, fmt.Errorf("installing Argo's CRDs: %w", err)
 	}
+	if tk, err = tektonharness.StartOnStack(ctx, s); err != nil {
+		return nil, fmt.Errorf("starting Tekton: %w", err)
+	}
+	// Argo last: its harness may wait for another suite's Argo lock, and the set-up's deadline
+	// keeps running through that wait (argoharness.Start gives itself a clock of its own after it).
 	argo, err = argoharness.Start(ctx, argoharness.Options{
 		Kubeconfig: s.Kubeconfig, Config: s.Config, Scheme: s.Scheme,
 		ServiceAccountConfig: func(ctx context.Context, sa string) (*rest.Config, error) {
@@ -80,11 +85,8 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 		},
 	})
 	if err != nil {
+		tk.Stop()
 		return nil, fmt.Errorf("starting Argo: %w", err)
-	}
-	if tk, err = tektonharness.StartOnStack(ctx, s); err != nil {
-		argo.Stop()
-		return nil, fmt.Errorf("starting Tekton: %w", err)
 	}
 	return func() {
 		tk.Stop()

@@ -160,6 +160,10 @@ func CRDDir(assets string) string { return filepath.Join(assets, "crds") }
 // lockWait bounds the wait for the suites that run Argo before this one.
 const lockWait = 25 * time.Minute
 
+// setUpAfterLock bounds what Start does once it holds the lock (the controller, the executor's
+// build, the plugin's readiness): as long as a suite's whole set-up may take.
+const setUpAfterLock = 10 * time.Minute
+
 // Start takes the machine's Argo lock (waiting while another suite holds it, up to lockWait),
 // applies Argo's prerequisites and manifests/argo in Namespace, starts the workflow-controller
 // and the plugin binary, and returns once the plugin is ready. Argo's CRDs must be installed.
@@ -205,6 +209,10 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 	if h.lock, err = acquireLock(lockCtx); err != nil {
 		return nil, err
 	}
+	// The set-up's own clock starts once the lock is held: a caller's deadline (the suite's
+	// set-up timeout) kept running through the wait and killed the executor's build after it.
+	ctx, cancelSetUp := context.WithTimeout(context.WithoutCancel(ctx), setUpAfterLock)
+	defer cancelSetUp()
 	if h.workdir, err = os.MkdirTemp("", "trainstep-argoharness-"); err != nil {
 		return nil, err
 	}
