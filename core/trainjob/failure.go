@@ -135,10 +135,7 @@ func podFailure(p *corev1.Pod) *Failure {
 
 // disruption is the class a pod's DisruptionTarget condition names, or "": who took the pod away.
 func disruption(p *corev1.Pod) FailureClass {
-	for _, c := range p.Status.Conditions {
-		if c.Type != corev1.DisruptionTarget || c.Status != corev1.ConditionTrue {
-			continue
-		}
+	if c := disruptionCondition(p); c != nil {
 		switch c.Reason {
 		case corev1.PodReasonPreemptionByScheduler:
 			return ClassPreempted
@@ -158,6 +155,16 @@ func disruption(p *corev1.Pod) FailureClass {
 		return ClassEvicted
 	}
 	return ""
+}
+
+// disruptionCondition is the pod's DisruptionTarget condition when it is true, else nil.
+func disruptionCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
 }
 
 // stuckFailure classifies a job that did not start within its startTimeout by why its pods

@@ -119,3 +119,25 @@ func TestObserveClassifiesAFailure(t *testing.T) {
 	assert.Empty(t, ok[OutFailureClass], "a success has no failure class")
 	assert.Empty(t, ok[OutRetryable])
 }
+
+// A failed pod's line says who took it away, where something did, before its exit code's words.
+func TestDescribeFailureNamesTheDisruption(t *testing.T) {
+	preempted := failedNode("job-node-0", t0, 137)
+	preempted.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		Reason: corev1.PodReasonPreemptionByScheduler, Message: "default-scheduler: preempting to accommodate a higher priority pod"}}
+	oomKilled := failedNode("job-node-0", t0, 137)
+	oomKilled.Status.ContainerStatuses[0].State.Terminated.Reason = "OOMKilled"
+	cases := map[string]struct {
+		pod  corev1.Pod
+		want string
+	}{
+		"preempted": {pod: preempted, want: "node 1 (pod job-node-0) failed (exit code 137), disrupted: PreemptionByScheduler " +
+			"(default-scheduler: preempting to accommodate a higher priority pod)"},
+		"OOMKilled": {pod: oomKilled, want: "node 1 (pod job-node-0) failed (exit code 137, OOMKilled)"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, describeFailure(&tc.pod))
+		})
+	}
+}

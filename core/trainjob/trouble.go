@@ -239,6 +239,15 @@ func describeFailure(p *corev1.Pod) string {
 		return line
 	}
 	line := fmt.Sprintf("%s failed (%s)", describePod(p), exitOf(p))
+	if c := disruptionCondition(p); c != nil {
+		// Who took the pod away says more than its exit (137: killed): the scheduler's
+		// preemption, the taint manager's delete of a lost node's pods, an eviction.
+		line += ", disrupted: " + c.Reason
+		if msg := oneLine(c.Message); msg != "" {
+			line += " (" + msg + ")"
+		}
+		return line
+	}
 	for _, cs := range containerStatuses(p) {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			if words := oneLine(t.Message); words != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/lifecycle"
@@ -201,6 +202,53 @@ timeout: 3m
 			message: `(?s)^jobset failed due to one or more job failures .*node \d \(pod \S+\) failed \(exit code 1\).*last lines of \S+:\n` +
 				regexp.QuoteMeta(strings.Join(realstack.NodeLog, "\n")),
 			outputs: failedAs(trainjob.ClassCode, false, map[string]string{trainjob.OutName: `^\S+$`})},
+	}, {
+		name: "AnOOMKilledNode",
+		// kwok records what the kubelet does for a container the kernel killed for memory.
+		step: failingStep(`KWOK_FAIL_REASON: OOMKilled, KWOK_FAIL_EXIT_CODE: "137"`),
+		want: want{phase: "Failed", reason: "FailedJobs",
+			message: `(?s)node 0 \(pod \S+\) failed \(exit code 137, OOMKilled\)`,
+			outputs: failedAs(trainjob.ClassOOM, true, nil)},
+	}, {
+		name: "ANodePreemptedByTheScheduler",
+		// The scheduler's DisruptionTarget condition on the pod it preempts, as kwok plays it.
+		step: failingStep(`KWOK_DISRUPTION: PreemptionByScheduler`),
+		want: want{phase: "Failed", reason: "FailedJobs",
+			message: `(?s)node 0 \(pod \S+\) failed \(exit code 137\), disrupted: PreemptionByScheduler`,
+			outputs: failedAs(trainjob.ClassPreempted, true, nil)},
+	}, {
+		name: "ANodeLost",
+		// The taint manager's DisruptionTarget condition on the pods of a node that went away.
+		step: failingStep(`KWOK_DISRUPTION: DeletionByTaintManager`),
+		want: want{phase: "Failed", reason: "FailedJobs",
+			message: `(?s)node 0 \(pod \S+\) failed \(exit code 137\), disrupted: DeletionByTaintManager`,
+			outputs: failedAs(trainjob.ClassNodeLost, true, nil)},
+	}, {
+		name: "AFailingInitializer",
+		// A dataset that cannot be downloaded: the message names the initializer's pod, its exit
+		// and termination message, and its own log tail (not a container "node" it lacks).
+		step: `
+framework: torch
+runtime: {name: ` + failingInitRuntime + `, kind: ClusterTrainingRuntime}
+initializer:
+  dataset:
+    storageUri: hf://trainstep/no-such-dataset
+    env: {KWOK_FAIL: "1"}
+trainer:
+  numNodes: 1
+  func: |
+    def train():
+        pass
+timeout: 3m
+`,
+		want: want{phase: "Failed", reason: "FailedJobs",
+			message: `(?s)dataset-initializer 0 \(pod \S+\) failed \(exit code 1\): KWOK_FAIL=1.*\(container dataset-initializer\):\n` +
+				regexp.QuoteMeta(strings.Join(realstack.NodeLog, "\n")),
+			outputs: failedAs(trainjob.ClassInitializer, true, nil)},
+		also: func(t *testing.T, got result) {
+			assert.NotContains(t, got.message, "no trainer pods")
+			assert.NotContains(t, got.message, "is not valid for pod", "the tail is asked of the initializer's own container")
+		},
 	}, {
 		name: "AnInvalidJobTheApiserverRefuses",
 		// Half a GPU: neither the TrainJob CRD nor either webhook checks that an extended
@@ -670,6 +718,26 @@ timeout: 3m
 	}}
 }
 
+// failingInitRuntime is a torch runtime whose dataset initializer is not retried
+// (realstack.InstallInitializerRuntime): a failing one fails the job at once.
+const failingInitRuntime = "torch-failing-init"
+
+// failingStep is a one-node step whose node fails as kwok's stages/pod-fail.yaml makes it, with
+// env (the trainer's, as `NAME: value` pairs) saying how.
+func failingStep(env string) string {
+	return `
+framework: torch
+runtime: {name: ` + realstack.NoRetryRuntime + `, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  env: {KWOK_FAIL: "1", ` + env + `}
+  func: |
+    def train():
+        pass
+timeout: 3m
+`
+}
+
 // failedAs is the outputs of a step that failed as class: its class, whether a retry can help,
 // and more.
 func failedAs(class trainjob.FailureClass, retryable bool, more map[string]string) map[string]string {
@@ -702,6 +770,8 @@ timeout: 4m
 func TestConformance(t *testing.T) {
 	// Installed for the whole table: a subtest's cleanup must not delete it under another.
 	stack.InstallNoRetryRuntime(t)
+	stack.InstallInitializerRuntime(t, failingInitRuntime, trainjob.DatasetInitializerJob, ptr.To[int32](0),
+		corev1.Container{Image: "ghcr.io/kubeflow/trainer/dataset-initializer"})
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()

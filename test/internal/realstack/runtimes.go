@@ -5,9 +5,15 @@ import (
 	"testing"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/trainstep/trainstep/core/trainjob"
 )
 
 // NoRetryRuntime is the name of the runtime InstallNoRetryRuntime installs.
@@ -33,6 +39,40 @@ func (s *Stack) InstallNoRetryRuntime(t testing.TB) string {
 	if err := client.IgnoreAlreadyExists(s.Client.Create(t.Context(), rt)); err != nil {
 		t.Fatalf("creating runtime %s: %v", rt.Name, err)
 	}
+	t.Cleanup(func() { _ = s.Client.Delete(context.Background(), rt) })
+	return rt.Name
+}
+
+// InstallInitializerRuntime installs, as name, a copy of the stock torch-distributed runtime with an
+// initializer Job (job: dataset-initializer or model-initializer) the nodes depend on, whose
+// container (named job, as the Trainer's runtimes name it) is c, retried backoffLimit times
+// (nil: the Job default).
+func (s *Stack) InstallInitializerRuntime(t testing.TB, name, job string, backoffLimit *int32, c corev1.Container) string {
+	t.Helper()
+	stock := &trainer.ClusterTrainingRuntime{}
+	require.NoError(t, s.Client.Get(t.Context(), client.ObjectKey{Name: "torch-distributed"}, stock))
+	rt := &trainer.ClusterTrainingRuntime{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: stock.Labels},
+		Spec:       *stock.Spec.DeepCopy(),
+	}
+	c.Name = job
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "initializer", MountPath: "/workspace"})
+	init := jobset.ReplicatedJob{Name: job, Replicas: 1, Template: batchv1.JobTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": job}},
+		Spec: batchv1.JobSpec{BackoffLimit: backoffLimit, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{c},
+			// The Trainer's webhook asks an initializer for the volume it shares with the nodes.
+			Volumes: []corev1.Volume{{Name: "initializer", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		}}},
+	}}
+	jobs := rt.Spec.Template.Spec.ReplicatedJobs
+	for i := range jobs {
+		if jobs[i].Name == trainjob.NodeJob {
+			jobs[i].DependsOn = []jobset.DependsOn{{Name: job, Status: jobset.DependencyComplete}}
+		}
+	}
+	rt.Spec.Template.Spec.ReplicatedJobs = append([]jobset.ReplicatedJob{init}, jobs...)
+	require.NoError(t, client.IgnoreAlreadyExists(s.Client.Create(t.Context(), rt)))
 	t.Cleanup(func() { _ = s.Client.Delete(context.Background(), rt) })
 	return rt.Name
 }
