@@ -25,22 +25,11 @@ const NoRetryRuntime = "torch-no-retry"
 // TrainJob fails. It returns the runtime's name.
 func (s *Stack) InstallNoRetryRuntime(t testing.TB) string {
 	t.Helper()
-	stock := &trainer.ClusterTrainingRuntime{}
-	if err := s.Client.Get(t.Context(), client.ObjectKey{Name: "torch-distributed"}, stock); err != nil {
-		t.Fatalf("reading the stock torch-distributed runtime: %v", err)
-	}
-	rt := &trainer.ClusterTrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{Name: NoRetryRuntime, Labels: stock.Labels},
-		Spec:       *stock.Spec.DeepCopy(),
-	}
-	for i := range rt.Spec.Template.Spec.ReplicatedJobs {
-		rt.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.BackoffLimit = ptr.To[int32](0)
-	}
-	if err := client.IgnoreAlreadyExists(s.Client.Create(t.Context(), rt)); err != nil {
-		t.Fatalf("creating runtime %s: %v", rt.Name, err)
-	}
-	t.Cleanup(func() { _ = s.Client.Delete(context.Background(), rt) })
-	return rt.Name
+	return s.installTorchCopy(t, NoRetryRuntime, func(spec *trainer.TrainingRuntimeSpec) {
+		for i := range spec.Template.Spec.ReplicatedJobs {
+			spec.Template.Spec.ReplicatedJobs[i].Template.Spec.BackoffLimit = ptr.To[int32](0)
+		}
+	})
 }
 
 // InstallInitializerRuntime installs, as name, a copy of the stock torch-distributed runtime with an
@@ -49,12 +38,6 @@ func (s *Stack) InstallNoRetryRuntime(t testing.TB) string {
 // (nil: the Job default).
 func (s *Stack) InstallInitializerRuntime(t testing.TB, name, job string, backoffLimit *int32, c corev1.Container) string {
 	t.Helper()
-	stock := &trainer.ClusterTrainingRuntime{}
-	require.NoError(t, s.Client.Get(t.Context(), client.ObjectKey{Name: "torch-distributed"}, stock))
-	rt := &trainer.ClusterTrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: stock.Labels},
-		Spec:       *stock.Spec.DeepCopy(),
-	}
 	c.Name = job
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "initializer", MountPath: "/workspace"})
 	init := jobset.ReplicatedJob{Name: job, Replicas: 1, Template: batchv1.JobTemplateSpec{
@@ -65,14 +48,30 @@ func (s *Stack) InstallInitializerRuntime(t testing.TB, name, job string, backof
 			Volumes: []corev1.Volume{{Name: "initializer", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		}}},
 	}}
-	jobs := rt.Spec.Template.Spec.ReplicatedJobs
-	for i := range jobs {
-		if jobs[i].Name == trainjob.NodeJob {
-			jobs[i].DependsOn = []jobset.DependsOn{{Name: job, Status: jobset.DependencyComplete}}
+	return s.installTorchCopy(t, name, func(spec *trainer.TrainingRuntimeSpec) {
+		jobs := spec.Template.Spec.ReplicatedJobs
+		for i := range jobs {
+			if jobs[i].Name == trainjob.NodeJob {
+				jobs[i].DependsOn = []jobset.DependsOn{{Name: job, Status: jobset.DependencyComplete}}
+			}
 		}
+		spec.Template.Spec.ReplicatedJobs = append([]jobset.ReplicatedJob{init}, jobs...)
+	})
+}
+
+// installTorchCopy installs, as name and until the test ends, the stock torch-distributed
+// ClusterTrainingRuntime (its labels too, so steps of the framework find it) with edit applied to
+// its spec, and returns the name.
+func (s *Stack) installTorchCopy(t testing.TB, name string, edit func(*trainer.TrainingRuntimeSpec)) string {
+	t.Helper()
+	stock := &trainer.ClusterTrainingRuntime{}
+	require.NoError(t, s.Client.Get(t.Context(), client.ObjectKey{Name: "torch-distributed"}, stock), "reading the stock torch-distributed runtime")
+	rt := &trainer.ClusterTrainingRuntime{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: stock.Labels},
+		Spec:       *stock.Spec.DeepCopy(),
 	}
-	rt.Spec.Template.Spec.ReplicatedJobs = append([]jobset.ReplicatedJob{init}, jobs...)
-	require.NoError(t, client.IgnoreAlreadyExists(s.Client.Create(t.Context(), rt)))
+	edit(&rt.Spec)
+	require.NoError(t, client.IgnoreAlreadyExists(s.Client.Create(t.Context(), rt)), "creating runtime %s", name)
 	t.Cleanup(func() { _ = s.Client.Delete(context.Background(), rt) })
 	return rt.Name
 }
