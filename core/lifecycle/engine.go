@@ -48,6 +48,12 @@ type Step struct {
 	// TrainJob is deleted, unless KeepOnStop.
 	Stop       bool
 	KeepOnStop bool
+
+	// faceAttempt is Identity.Attempt as the face gave it, once current (retry.go) has moved
+	// the step to the retry it is at; retryOf and stepSince stamp a retry's TrainJob (markRetry).
+	faceAttempt int
+	retryOf     string
+	stepSince   time.Time
 }
 
 // Cluster is a face's view of the cluster.
@@ -133,9 +139,12 @@ func (s Status) Done() bool {
 
 // Look does the one next thing for the step and says where it stands.
 func (e *Engine) Look(ctx context.Context, s Step) Status {
-	tj, err := e.Find(ctx, s.Namespace, s.Identity)
-	if err != nil {
-		return withAttempt(s, lookFailed(s, err))
+	var tj *trainer.TrainJob
+	if retries(s) == 0 { // a step that retries itself finds the retry it is at (current)
+		var err error
+		if tj, err = e.Find(ctx, s.Namespace, s.Identity); err != nil {
+			return withAttempt(s, lookFailed(s, err))
+		}
 	}
 	return e.LookAt(ctx, s, tj)
 }
@@ -145,6 +154,11 @@ func (e *Engine) Look(ctx context.Context, s Step) Status {
 // for s.Identity, nil when it found none, and it is not read again. A face that looks again later
 // calls Look: a found job is only as fresh as the look it was found for.
 func (e *Engine) LookAt(ctx context.Context, s Step, tj *trainer.TrainJob) Status {
+	s.faceAttempt = s.Identity.Attempt
+	s, tj, err := e.current(ctx, s, tj)
+	if err != nil {
+		return withAttempt(s, lookFailed(s, err))
+	}
 	if tj == nil {
 		// No job of its own: perhaps one it follows (share.go).
 		held, err := e.held(ctx, s)

@@ -47,7 +47,7 @@ const stopWithin = 10 * time.Second
 // TrainJob (a watch it may not make), the step is stopped: its TrainJob is deleted, unless
 // s.KeepOnStop for a stop, and the error says why.
 func (r *Runner) Run(ctx context.Context, s Step, opts RunOptions) (Status, error) {
-	w, err := r.watch(ctx, s.Namespace, s.Identity.Name(), opts)
+	w, err := r.watch(ctx, s.Namespace, TrainJobNames(s)[retries(s)], opts) // its first TrainJob
 	if err != nil {
 		return Status{}, err
 	}
@@ -63,8 +63,13 @@ func (r *Runner) Run(ctx context.Context, s Step, opts RunOptions) (Status, erro
 		if st.Done() {
 			return st, nil
 		}
+		if changedEnough(last, st) && opts.OnChange != nil {
+			opts.OnChange(st)
+		}
+		last = st
 		if st.Name != "" && st.Name != w.name {
-			// A job of this step's identity an earlier release made under another name: follow it.
+			// A job of this step's identity an earlier release made under another name, or the
+			// step's own retry (retry.go): follow it.
 			w.close()
 			next, err := r.watch(ctx, s.Namespace, st.Name, opts)
 			if err != nil {
@@ -73,10 +78,6 @@ func (r *Runner) Run(ctx context.Context, s Step, opts RunOptions) (Status, erro
 			w, e = next, r.engine(next, opts)
 			continue
 		}
-		if changedEnough(last, st) && opts.OnChange != nil {
-			opts.OnChange(st)
-		}
-		last = st
 		wake := st.Wake
 		if st.Err != nil && !errors.Is(st.Err, ErrCacheLags) {
 			// Trouble that may pass: look again with back-off, or at the next change.

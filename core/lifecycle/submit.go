@@ -93,12 +93,14 @@ func (e *Engine) submit(ctx context.Context, s Step) Status {
 	if err != nil {
 		return invalid(s, err)
 	}
-	if st, ok := e.served(ctx, s, ckey); ok {
-		return st
-	}
-	if ckey != "" && !s.Spec.Cache.Refresh { // a refresh trains, whatever else trains now
-		if st, ok := e.join(ctx, s, ckey); ok {
+	if s.retryOf == "" { // a retry trains again: the step already chose not to be served
+		if st, ok := e.served(ctx, s, ckey); ok {
 			return st
+		}
+		if ckey != "" && !s.Spec.Cache.Refresh { // a refresh trains, whatever else trains now
+			if st, ok := e.join(ctx, s, ckey); ok {
+				return st
+			}
 		}
 	}
 	obj, err := plan.Object(s.Identity)
@@ -106,6 +108,7 @@ func (e *Engine) submit(ctx context.Context, s Step) Status {
 		return invalid(s, err)
 	}
 	markCached(obj, ckey, s.Identity)
+	markRetry(obj, s)
 	key := client.ObjectKeyFromObject(obj)
 	e.Creates.add(key, e.now()) // before the create: its watch event may come before it returns
 	tj, created, err := trainjob.Submit(ctx, submitter{Reader: e.API, Writer: e.Writer}, obj, s.Identity)

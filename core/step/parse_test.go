@@ -204,6 +204,9 @@ func TestValidate(t *testing.T) {
 		"negative timeout":      {"framework: torch\ntrainer: {}\ntimeout: -1m", "timeout"},
 		"keep without timeout":  {"framework: torch\ntrainer: {}\nkeepOnTimeout: true", "timeout"},
 		"zero hangTimeout":      {"framework: torch\ntrainer: {}\nhangTimeout: 0s", "hangTimeout"},
+		"retry limit 0":         {"framework: torch\ntrainer: {}\nretry: {limit: 0}", "retry.limit"},
+		"retry limit 11":        {"framework: torch\ntrainer: {}\nretry: {limit: 11}", "retry.limit"},
+		"negative backoff":      {"framework: torch\ntrainer: {}\nretry: {limit: 2, backoff: -1s}", "retry.backoff"},
 		"framework not a label": {"framework: Torch!\ntrainer: {}", "framework"},
 	}
 	for name, tc := range cases {

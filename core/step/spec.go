@@ -59,6 +59,9 @@ type Spec struct {
 	// the last resume (a queue's re-admission) when that is later; a job that never reported is
 	// never hung.
 	HangTimeout *Duration `json:"hangTimeout,omitempty"`
+	// Retry runs the step again, as a new TrainJob that resumes from its checkpoint, when it
+	// fails for a retryable cause (retry.go).
+	Retry *Retry `json:"retry,omitempty"`
 }
 
 // APIVersion and Kind name a step file (and, in a Tekton taskRef, the custom task that runs one).

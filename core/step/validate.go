@@ -60,6 +60,7 @@ func (s *Spec) Validate() field.ErrorList {
 	errs = append(errs, s.Pod.Validate(field.NewPath("pod"))...)
 	errs = append(errs, s.Checkpoint.Validate(field.NewPath("checkpoint"), s.Pod)...)
 	errs = append(errs, s.Cache.Validate(field.NewPath("cache"))...)
+	errs = append(errs, s.Retry.Validate(field.NewPath("retry"))...)
 	errs = append(errs, validateMeta(s.Labels, field.NewPath("labels"), true)...)
 	errs = append(errs, validateMeta(s.Annotations, field.NewPath("annotations"), false)...)
 	errs = append(errs, ValidateNamePrefix(s.NamePrefix, field.NewPath("namePrefix"))...)

@@ -41,6 +41,10 @@ type Deadlines struct {
 	KeepOnTimeout bool
 	// Since is when the deadlines start; zero means the TrainJob's creation.
 	Since time.Time
+	// StartSince, when later than Since, is when StartTimeout starts: a step's own retry
+	// (lifecycle's retry.go) bounds the whole step from its first TrainJob and each TrainJob's
+	// start from that job's creation.
+	StartSince time.Time
 }
 
 // StepDeadlines are the bounds a step asks for, counted from its TrainJob's creation: a face
@@ -118,7 +122,11 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 	if d.Timeout > 0 {
 		timeout = since.Add(d.Timeout)
 	}
-	if from, ok := startFrom(tj, since, s.Workload); ok && d.StartTimeout > 0 {
+	startSince := since
+	if d.StartSince.After(startSince) {
+		startSince = d.StartSince
+	}
+	if from, ok := startFrom(tj, startSince, s.Workload); ok && d.StartTimeout > 0 {
 		start = from.Add(d.StartTimeout)
 	}
 	v := Verdict{Observation: obs}

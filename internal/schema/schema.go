@@ -116,6 +116,7 @@ func Step(reg *trainers.Registry) map[string]any {
 	podProps["env"].(map[string]any)["description"] = "Trainer env from Secret or ConfigMap keys: NAME: {secretKeyRef: {name, key}} or {configMapKeyRef: {name, key}} (→ spec.trainer.env valueFrom)."
 	checkpoint(props["checkpoint"].(map[string]any))
 	cache(props["cache"].(map[string]any))
+	retry(props["retry"].(map[string]any))
 	root["required"] = []any{"trainer"}
 	return root
 }
@@ -128,6 +129,15 @@ func cache(c map[string]any) {
 	props["salt"].(map[string]any)["description"] = "Enters the cache key: what decides the training that trainstep cannot see in the TrainJob, such as a dataset version behind a fixed URI."
 	props["refresh"].(map[string]any)["description"] = "Trains again, whatever is stored, and stores the new result in its place."
 	c["required"] = []any{"maxAge"}
+}
+
+// retry describes the retry block: limit is required and bounded, backoff a duration.
+func retry(r map[string]any) {
+	r["description"] = "Runs the step again, as a new TrainJob that resumes from its checkpoint, when it fails for a retryable cause (failure-class oom, preempted, evicted, node-lost, image, unschedulable, initializer, hung; docs/failures.md)."
+	props := r["properties"].(map[string]any)
+	props["limit"] = map[string]any{"type": "integer", "minimum": 1, "maximum": step.MaxRetries, "description": "How many times the step is run again after its first TrainJob."}
+	props["backoff"] = map[string]any{"type": []any{"string", "number"}, "description": "How long after a failed TrainJob ended the next one is created (e.g. 30s); default at once. A job a deadline ended (startTimeout, hangTimeout) is retried at once."}
+	r["required"] = []any{"limit"}
 }
 
 // checkpoint describes the checkpoint block here, not in descriptions: its path and volume are

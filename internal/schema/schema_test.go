@@ -19,7 +19,7 @@ func TestSchemaCoversEveryTrainerField(t *testing.T) {
 		assert.Contains(t, keys(tr), k)
 	}
 	top := s["properties"].(map[string]any)
-	assert.Equal(t, []string{"annotations", "apiVersion", "cache", "checkpoint", "framework", "hangTimeout", "initializer", "keepOnTimeout", "kind", "labels", "namePrefix", "pod", "queueName", "runtime", "runtimeConfig", "startTimeout", "timeout", "trainer"}, keys(top))
+	assert.Equal(t, []string{"annotations", "apiVersion", "cache", "checkpoint", "framework", "hangTimeout", "initializer", "keepOnTimeout", "kind", "labels", "namePrefix", "pod", "queueName", "retry", "runtime", "runtimeConfig", "startTimeout", "timeout", "trainer"}, keys(top))
 	assert.Equal(t, false, s["additionalProperties"], "unknown keys are errors for editors too")
 }
 

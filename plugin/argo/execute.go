@@ -110,9 +110,12 @@ func (p *Plugin) execute(ctx context.Context, c *call, ready func(context.Contex
 		return p.pending(req, "", err.Error())
 	}
 	s := lifecycle.Step{Spec: req.Spec, Namespace: req.Namespace, Identity: run.id, Deadlines: req.deadlines()}
-	if p.createdBefore(run.wf, req.Namespace, run.id.Name()) {
-		// This step made its TrainJob on an earlier call: if it is gone, someone deleted it.
-		s.Recorded = run.id.Name()
+	for _, name := range lifecycle.TrainJobNames(s) {
+		if p.createdBefore(run.wf, req.Namespace, name) {
+			// This step made its TrainJob on an earlier call: if it is gone, someone deleted it.
+			s.Recorded = name
+			break
+		}
 	}
 	return p.follow(ctx, req, s, run)
 }

@@ -426,7 +426,7 @@ func (r *Reconciler) cancel(ctx context.Context, s *state) (reconcile.Result, er
 	// The step's namePrefix names the job; a run whose params no longer parse still finds its
 	// job by the identity's labels.
 	spec, _, _ := specFromRun(run)
-	st := r.engine.Look(ctx, lifecycle.Step{Namespace: run.Namespace, Identity: identity(run, spec), Recorded: s.extra.TrainJob, Stop: true})
+	st := r.engine.Look(ctx, lifecycle.Step{Spec: spec, Namespace: run.Namespace, Identity: identity(run, spec), Recorded: s.extra.TrainJob, Stop: true})
 	if st.Err != nil {
 		return reconcile.Result{}, st.Err
 	}

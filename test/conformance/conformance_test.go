@@ -539,6 +539,44 @@ timeout: 3m
 		also:  resumedWhereTheFirstStopped,
 		lacks: lacksPodBlock,
 	}, {
+		name: "AnOOMKilledStepIsRetriedByTrainstep",
+		// The step's own retry (retry:), no engine retry: its first TrainJob's node is OOMKilled
+		// (retryable), so trainstep makes a second, attempt 1, with the same checkpoint
+		// directory; it succeeds and says what it resumed from.
+		step: `
+framework: torch
+runtime: {name: ` + realstack.NoRetryRuntime + `, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  env:
+    KWOK_FAIL_ATTEMPT: "0"
+    KWOK_FAIL_REASON: OOMKilled
+    KWOK_FAIL_EXIT_CODE: "137"
+    KWOK_TERMINATION_MESSAGE: '{"trainstep.dev/result": {"loss": 0.25}, "trainstep.dev/resumed-from": "` + resumedFrom + `"}'
+  func: |
+    def train():
+        pass
+pod:
+  volumes: [{name: ckpt, nfs: {server: nfs.example.com, path: /exports}}]
+  volumeMounts: [{name: ckpt, mountPath: /ckpt}]
+checkpoint: {volume: ckpt}
+retry: {limit: 2}
+timeout: 3m
+`,
+		want: want{phase: "Succeeded", message: `; resumed from step 40 \(attempt 1\)`, outputs: map[string]string{
+			trainjob.OutAttempt: `^1$`, trainjob.OutResumedFrom: `^` + regexp.QuoteMeta(resumedFrom) + `$`, "result-loss": `^0\.25$`,
+			trainjob.OutFailureClass: `^$`}},
+		also:  retriedByTrainstep,
+		lacks: lacksPodBlock,
+	}, {
+		name: "AFailingTrainingFunctionIsNotRetriedByTrainstep",
+		// The training code failed (exit code 1): retrying is waste, so retry: makes no second
+		// TrainJob.
+		step: failingStep(`KWOK_FAIL_EXIT_CODE: "1"`) + "retry: {limit: 2}\n",
+		want: want{phase: "Failed", reason: "FailedJobs", message: `(?s)node 0 \(pod \S+\) failed \(exit code 1\)`,
+			outputs: failedAs(trainjob.ClassCode, false, nil)},
+		also: trainedOnceOnItsOwn,
+	}, {
 		name: "TheSameStepAgainIsServedFromTheCache",
 		// The earlier run trained and stored its outputs; this one creates no TrainJob and
 		// returns them. The reason and message outputs are the stored ones (byte for byte), so
@@ -986,6 +1024,32 @@ func trainedTwice(t *testing.T, got result) {
 	}
 	require.Len(t, names, 2, "one TrainJob per attempt")
 	assert.Contains(t, names, got.outputs[trainjob.OutName])
+}
+
+// retriedByTrainstep: the step made its second TrainJob itself, stamped as the retry of the
+// first, which it left as it failed (OOMKilled, for its logs); and it resumed where the first
+// stopped.
+func retriedByTrainstep(t *testing.T, got result) {
+	resumedWhereTheFirstStopped(t, got)
+	var first, second *trainer.TrainJob
+	for _, tj := range got.step.trainJobs(t) {
+		if tj.Name == got.outputs[trainjob.OutName] {
+			second = &tj
+		} else {
+			first = &tj
+		}
+	}
+	require.NotNil(t, first, "the failed TrainJob is kept")
+	require.NotNil(t, second)
+	assert.Equal(t, first.Name, second.Annotations["trainstep.dev/retry-of"])
+	assert.True(t, trainjob.Observe(first, nil).Phase == trainjob.PhaseFailed, "the first failed: %v", first.Status.Conditions)
+}
+
+// trainedOnceOnItsOwn: the step made one TrainJob, the one it names.
+func trainedOnceOnItsOwn(t *testing.T, got result) {
+	jobs := got.step.trainJobs(t)
+	require.Len(t, jobs, 1, "no retry of a failure retrying cannot help")
+	assert.Equal(t, got.outputs[trainjob.OutName], jobs[0].Name)
 }
 
 // trainedOnce: of the two runs of the step, only the first made a TrainJob, the one the hit

@@ -376,3 +376,36 @@ func (s *Stack) Rank0(t testing.TB, ns, name string) *PodReporter {
 	}
 	return r
 }
+
+// ReportOnceEach follows the TrainJobs a step makes one after another (list lists them: the
+// step's, however a face finds them) until n have appeared, and has each one's rank 0 report
+// progress once, (37+i)%, then nothing: each hangs after the step's hangTimeout. The names, in
+// the order they appeared.
+func (s *Stack) ReportOnceEach(t testing.TB, ns string, list func() []string, n int) []string {
+	t.Helper()
+	var names []string
+	seen := map[string]bool{}
+	for i := range n {
+		ctx, cancel := context.WithTimeout(t.Context(), StartTimeout)
+		var name string
+		err := wait.PollUntilContextCancel(ctx, Interval, true, func(context.Context) (bool, error) {
+			for _, got := range list() {
+				if !seen[got] {
+					name = got
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("waiting for TrainJob %d of the step in %s (seen %v): %v", i+1, ns, names, err)
+		}
+		seen[name] = true
+		names = append(names, name)
+		if err := s.Rank0(t, ns, name).Report(t.Context(), ptr.To(int32(37+i)), nil); err != nil {
+			t.Fatalf("reporting progress for TrainJob %s/%s: %v", ns, name, err)
+		}
+	}
+	return names
+}

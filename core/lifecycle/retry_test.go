@@ -1,0 +1,211 @@
+package lifecycle
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainstep/trainstep/core/trainjob"
+)
+
+// retryJob is attempt a of the test step's TrainJob, created at t0 plus created.
+func retryJob(a int, created time.Duration, conds ...metav1.Condition) *trainer.TrainJob {
+	id := identity()
+	id.Attempt = a
+	return &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: id.Name(), Namespace: "ns", Labels: id.Labels(), CreationTimestamp: metav1.NewTime(t0.Add(created))},
+		Spec:       trainer.TrainJobSpec{Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](1)}},
+		Status:     trainer.TrainJobStatus{Conditions: conds},
+	}
+}
+
+// replacing is a retry's TrainJob as the retry that made it stamps it.
+func replacing(tj, old *trainer.TrainJob) *trainer.TrainJob {
+	tj.Annotations = map[string]string{annotationRetryOf: old.Name, annotationStepSince: old.CreationTimestamp.UTC().Format(time.RFC3339)}
+	return tj
+}
+
+func failedAt(at time.Duration) metav1.Condition {
+	return metav1.Condition{Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: "FailedJobs",
+		Message: "jobset failed", LastTransitionTime: metav1.NewTime(t0.Add(at))}
+}
+
+// nodePod is node 0 of tj, ended as the kubelet records an exit: reason and code.
+func nodePod(tj *trainer.TrainJob, phase corev1.PodPhase, reason string, code int32) corev1.Pod {
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: tj.Name + "-node-0-0", Namespace: "ns", Labels: map[string]string{
+			trainjob.LabelJobSetName: tj.Name, trainjob.LabelReplicatedJob: trainjob.NodeJob, trainjob.LabelCompletionIndex: "0"}},
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: trainjob.NodeContainer}}},
+		Status: corev1.PodStatus{Phase: phase},
+	}
+	if reason != "" {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: trainjob.NodeContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: reason, ExitCode: code}}}}
+	}
+	return p
+}
+
+// TestAStepRetriesARetryableFailureItself is the step's own retry (retry.go): what a look does
+// with its TrainJob's end, by cause, retries left, backoff and the step's timeout.
+func TestAStepRetriesARetryableFailureItself(t *testing.T) {
+	const retrying = validStep + "retry: {limit: 2}\n"
+	cases := map[string]struct {
+		spec        string
+		faceAttempt int
+		jobs        []*trainer.TrainJob
+		pods        func(tj *trainer.TrainJob) []corev1.Pod
+		deadlines   trainjob.Deadlines
+		recorded    *int // the attempt whose name the face recorded
+		// created is the attempt a new TrainJob was made for, -1 for none; gone the attempts
+		// deleted.
+		created   int
+		gone      []int
+		phase     trainjob.Phase
+		reason    string
+		inMessage string
+		wake      time.Time
+		stepSince time.Duration // when the step's first TrainJob of the face's attempt was made, after t0
+	}{
+		"OOMKilled: retried at once as the next attempt, the failed job kept": {
+			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(50*time.Minute))},
+			pods: func(tj *trainer.TrainJob) []corev1.Pod {
+				return []corev1.Pod{nodePod(tj, corev1.PodFailed, "OOMKilled", 137)}
+			},
+			created: 1, phase: trainjob.PhasePending, inMessage: "failed (oom): jobset failed; node 0 (pod train-8b06e7eac71e-node-0-0) failed (exit code 137, OOMKilled); retried as TrainJob",
+		},
+		"the training code failed: not retried": {
+			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(50*time.Minute))},
+			pods: func(tj *trainer.TrainJob) []corev1.Pod {
+				return []corev1.Pod{nodePod(tj, corev1.PodFailed, "Error", 1)}
+			},
+			created: -1, phase: trainjob.PhaseFailed, inMessage: "jobset failed",
+		},
+		"no retry block: not retried": {
+			spec: validStep, jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(50*time.Minute))},
+			pods: func(tj *trainer.TrainJob) []corev1.Pod {
+				return []corev1.Pod{nodePod(tj, corev1.PodFailed, "OOMKilled", 137)}
+			},
+			created: -1, phase: trainjob.PhaseFailed,
+		},
+		"the last retry failed: the step fails": {
+			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(time.Minute)), retryJob(1, 2*time.Minute, failedAt(3*time.Minute)),
+				retryJob(2, 4*time.Minute, failedAt(50*time.Minute))},
+			pods: func(tj *trainer.TrainJob) []corev1.Pod {
+				return []corev1.Pod{nodePod(tj, corev1.PodFailed, "OOMKilled", 137)}
+			},
+			created: -1, phase: trainjob.PhaseFailed, inMessage: "jobset failed",
+		},
+		"a backoff not yet over: waits, says when": {
+			spec: validStep + "retry: {limit: 2, backoff: 30m}\n", jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(50*time.Minute))},
+			pods: func(tj *trainer.TrainJob) []corev1.Pod {
+				return []corev1.Pod{nodePod(tj, corev1.PodFailed, "OOMKilled", 137)}
+			},
+			created: -1, phase: trainjob.PhasePending, reason: ReasonRetrying, wake: t0.Add(80 * time.Minute),
+			inMessage: "failed (oom); trainstep retries it at 2026-12-03T09:20:00Z (retry 1 of 2)",
+		},
+		"a backoff that ends after the step's timeout: not retried": {
+			spec: validStep + "retry: {limit: 2, backoff: 30m}\n", jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(50*time.Minute))},
+			deadlines: trainjob.Deadlines{Timeout: 70 * time.Minute},
+			pods: func(tj *trainer.TrainJob) []corev1.Pod {
+				return []corev1.Pod{nodePod(tj, corev1.PodFailed, "OOMKilled", 137)}
+			},
+			created: -1, phase: trainjob.PhaseFailed,
+		},
+		"never started within startTimeout: deleted, retried at once": {
+			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0)}, deadlines: trainjob.Deadlines{StartTimeout: 30 * time.Minute},
+			pods:    func(tj *trainer.TrainJob) []corev1.Pod { return []corev1.Pod{nodePod(tj, corev1.PodPending, "", 0)} },
+			created: 1, gone: []int{0}, phase: trainjob.PhasePending, inMessage: "failed (unschedulable)",
+		},
+		"a retry is followed, not made again": {
+			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(time.Minute)), retryJob(1, 2*time.Minute)},
+			pods:    func(tj *trainer.TrainJob) []corev1.Pod { return []corev1.Pod{nodePod(tj, corev1.PodRunning, "", 0)} },
+			created: -1, phase: trainjob.PhaseRunning,
+		},
+		"a retry's startTimeout counts from its own creation": {
+			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(time.Minute)), retryJob(1, 45*time.Minute)},
+			deadlines: trainjob.Deadlines{StartTimeout: 30 * time.Minute},
+			pods:      func(tj *trainer.TrainJob) []corev1.Pod { return []corev1.Pod{nodePod(tj, corev1.PodPending, "", 0)} },
+			created:   -1, phase: trainjob.PhasePending, wake: t0.Add(75 * time.Minute),
+		},
+		"the face's second attempt retries within its own attempts": {
+			spec: retrying, faceAttempt: 1, jobs: []*trainer.TrainJob{retryJob(2, 0, failedAt(time.Minute)), retryJob(3, 2*time.Minute, failedAt(50*time.Minute))}, stepSince: 2 * time.Minute,
+			pods: func(tj *trainer.TrainJob) []corev1.Pod {
+				return []corev1.Pod{nodePod(tj, corev1.PodFailed, "OOMKilled", 137)}
+			},
+			created: 4, phase: trainjob.PhasePending, inMessage: "(retry 1 of 2)",
+		},
+		"the job a retry replaced still there and not ended (its delete failed): deleted": {
+			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0), replacing(retryJob(1, 2*time.Minute), retryJob(0, 0))},
+			pods:    func(tj *trainer.TrainJob) []corev1.Pod { return []corev1.Pod{nodePod(tj, corev1.PodRunning, "", 0)} },
+			created: -1, gone: []int{0}, phase: trainjob.PhaseRunning,
+		},
+		"a recorded retry someone deleted: the step fails, nothing trains again": {
+			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(time.Minute))}, recorded: ptr.To(1),
+			pods: func(tj *trainer.TrainJob) []corev1.Pod {
+				return []corev1.Pod{nodePod(tj, corev1.PodFailed, "OOMKilled", 137)}
+			},
+			created: -1, phase: trainjob.PhaseFailed, reason: ReasonTrainJobDeleted,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objs := make([]client.Object, 0, len(tc.jobs))
+			for _, j := range tc.jobs {
+				objs = append(objs, j)
+			}
+			e, c := engine(t, nil, objs...)
+			e.Snapshot = func(_ context.Context, tj *trainer.TrainJob) (trainjob.Snapshot, error) {
+				return trainjob.Snapshot{TrainJob: tj, Pods: tc.pods(tj)}, nil
+			}
+			id := identity()
+			id.Attempt = tc.faceAttempt
+			s := Step{Spec: parse(t, tc.spec), Namespace: "ns", Identity: id, Deadlines: tc.deadlines}
+			if tc.recorded != nil {
+				rec := identity()
+				rec.Attempt = *tc.recorded
+				s.Recorded = rec.Name()
+			}
+			st := e.Look(t.Context(), s)
+			require.NoError(t, st.Err)
+			assert.Equal(t, tc.phase, st.Phase, st.Message)
+			if tc.reason != "" {
+				assert.Equal(t, tc.reason, st.Reason)
+			}
+			assert.Contains(t, st.Message, tc.inMessage)
+			if !tc.wake.IsZero() {
+				assert.True(t, tc.wake.Equal(st.Wake), "wake at %s, not %s", tc.wake, st.Wake)
+			}
+			list := &trainer.TrainJobList{}
+			require.NoError(t, c.List(t.Context(), list))
+			assert.Len(t, list.Items, len(tc.jobs)-len(tc.gone)+map[bool]int{true: 1}[tc.created >= 0])
+			assert.Equal(t, tc.created >= 0, st.Created)
+			if tc.created >= 0 {
+				want := identity()
+				want.Attempt = tc.created
+				assert.Equal(t, want.Name(), st.Name)
+				made := &trainer.TrainJob{}
+				require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: want.Name()}, made))
+				assert.Equal(t, strconv.Itoa(tc.created), made.Labels[trainjob.LabelAttempt])
+				assert.Equal(t, tc.jobs[len(tc.jobs)-1].Name, made.Annotations[annotationRetryOf])
+				assert.Equal(t, t0.Add(tc.stepSince).Format(time.RFC3339), made.Annotations[annotationStepSince],
+					"the step's timeout bounds every retry from its first TrainJob")
+			}
+			for _, a := range tc.gone {
+				gone := identity()
+				gone.Attempt = a
+				err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: gone.Name()}, &trainer.TrainJob{})
+				assert.True(t, apierrors.IsNotFound(err), "attempt %d deleted: %v", a, err)
+			}
+		})
+	}
+}
