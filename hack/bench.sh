@@ -3,20 +3,22 @@
 # docs/benchmarks.md with the machine and versions they were measured on. Each section is one
 # `go test -bench` (or one test) whose raw lines are kept in $RAW for benchstat.
 #
-#   BENCH=sidebyside,sidecar,fleet,calls,janitor,tekton,workloads,core,cache,cli (default: all) picks sections;
+#   BENCH=sidebyside,sidecar,fleet,calls,janitor,tekton,notice,workloads,handoff,core,cache,cli (default: all) picks sections;
 #   STEPS, JOBS, FLEET, RUNS, WORKFLOWS, WORKLOADS size them (defaults: the issues' figures);
 #   SECTIONS=dir keeps each section's output in dir, so that a section run again (BENCH=tekton)
 #   replaces only its own table and the others stay as measured (each table names its run).
 # A section that fails is reported and the others still run; the script then exits 1.
 set -euo pipefail
 
-BENCH=${BENCH:-sidebyside,sidecar,fleet,calls,janitor,tekton,workloads,core,cli}
+BENCH=${BENCH:-sidebyside,sidecar,fleet,calls,janitor,tekton,notice,workloads,handoff,core,cli}
 STEPS=${STEPS:-20}   # concurrent training steps each way, side by side
 JOBS=${JOBS:-10000}  # other workflows' TrainJobs in the Argo sidecar's namespace (2 pods each)
 FLEET=${FLEET:-100}  # workflows live at once, one sidecar process each
 RUNS=${RUNS:-10000}  # CustomRuns live at once on one Tekton controller
 WORKFLOWS=${WORKFLOWS:-5000} # finished Workflows the Argo janitor caches
 WORKLOADS=${WORKLOADS:-5000} # other jobs' Kueue Workloads beside the Tekton controller
+NOTICE_RUNS=${NOTICE_RUNS:-200} # CustomRuns each way, Tekton's notice beside its floor
+HANDOFF_STEPS=${HANDOFF_STEPS:-20} # MultiKueue steps handed from the worker to the manager
 OUT=${OUT:-docs/benchmarks.md}
 RAW=${RAW:-bench.out}
 K8S_VERSION=${K8S_VERSION:-unknown}
@@ -71,7 +73,7 @@ table() {
 	}' "$1"
 }
 
-touch "$tmp"/{sidebyside,sidecar,fleet,calls,janitor,tekton,workloads,core,cli}.out
+touch "$tmp"/{sidebyside,sidecar,fleet,calls,janitor,tekton,notice,workloads,handoff,core,cache,cli}.out
 if want sidebyside; then : >"$tmp/sidebyside.out"; fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 start=$(date +%s)
@@ -99,8 +101,14 @@ fi
 if want tekton; then
 	TRAINSTEP_BENCH_RUNS=$RUNS run tekton ./test/integration/tekton/ -run '^$' -bench '^BenchmarkConcurrentRuns$' -benchtime 1x
 fi
+if want notice; then
+	TRAINSTEP_BENCH_NOTICE_RUNS=$NOTICE_RUNS run notice ./test/integration/tekton/ -run '^$' -bench '^BenchmarkTektonNotice$' -benchtime 1x
+fi
 if want workloads; then
 	TRAINSTEP_BENCH_WORKLOADS=$WORKLOADS run workloads ./test/integration/tekton/ -run '^$' -bench '^BenchmarkTektonWorkloadCache$' -benchtime 1x
+fi
+if want handoff; then
+	TRAINSTEP_BENCH_HANDOFF_STEPS=$HANDOFF_STEPS run handoff ./test/realstack/multikueue/ -run '^$' -bench '^BenchmarkMultiKueueHandoff$' -benchtime 1x
 fi
 if want core; then
 	run core ./test/integration/core/ -run '^$' -bench '^Benchmark(Notice|Submit)$' -benchtime 200x
@@ -114,7 +122,7 @@ fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 took=$(($(date +%s) - start))
 
-sections=(sidebyside sidecar fleet calls janitor tekton workloads core cache cli)
+sections=(sidebyside sidecar fleet calls janitor tekton notice workloads handoff core cache cli)
 for name in "${sections[@]}"; do
 	grep -E '^(Benchmark|goos|goarch|pkg|cpu)' "$tmp/$name.out" || true
 done >"$RAW"
@@ -284,6 +292,20 @@ holds after a collection (\`--pprof-bind-address\`, \`/debug/pprof/heap?gc=1\`).
 
 $(section tekton)
 
+## Tekton: its notice beside its floor (\`BenchmarkTektonNotice\`)
+
+${NOTICE_RUNS} CustomRuns each way, one way after the other in the same run on the same
+apiserver, each TrainJob completed one at a time and timed as above (its terminal status write →
+the CustomRun's terminal condition on the benchmark's watch). \`way=trainstep\`: the real
+\`executor tekton-controller\`, as in the section above. \`way=watch+status-write\`: the floor of
+any custom task controller, one bare watch of the namespace's TrainJobs and one merge-patch of
+the CustomRun's status when one turns Complete (no cache, no queue, no outputs, no reads of pods
+or Events). The difference is what trainstep's reconcile costs on top of seeing the job end and
+saying so. The command: \`TRAINSTEP_BENCH_NOTICE_RUNS=${NOTICE_RUNS} go test -run '^\$' -bench
+'^BenchmarkTektonNotice\$' -benchtime 1x ./test/integration/tekton/\` (\`make bench\`'s section \`notice\`).
+
+$(section notice)
+
 ## Tekton: the controller beside ${WORKLOADS} Kueue Workloads of other jobs (\`BenchmarkTektonWorkloadCache\`)
 
 Kueue makes a Workload for every job it queues, of every kind, with the job's pod templates
@@ -300,6 +322,22 @@ TrainJob owns only its identity and owners. The command: \`TRAINSTEP_BENCH_WORKL
 (\`make bench\`'s section \`workloads\`).
 
 $(section workloads)
+
+## MultiKueue: the hand-off from the worker to the manager (\`BenchmarkMultiKueueHandoff\`)
+
+Two real stacks on loopback, a MultiKueue manager and its worker, each with the real Kueue
+v0.17.0 and Trainer (test/internal/realstack/multikueue.go), and the Tekton face (Tekton's own
+controller and trainstep's) on the manager. ${HANDOFF_STEPS} steps as CustomRuns, each dispatched
+to the worker and held running there; then, one at a time, a step's pods are released. From the
+instant the benchmark's watch on the worker sees the worker's TrainJob end: \`watch\`, until a
+bare watch on the manager sees the manager's TrainJob end (Kueue mirrored the status: the floor
+of any follower on the manager); \`handoff\`, until the step's CustomRun is seen terminal
+(trainstep noticed the mirrored status and wrote the run's end: what the pipeline waits).
+Nearest-rank percentiles over the steps, both from the same steps. The command:
+\`TRAINSTEP_BENCH_HANDOFF_STEPS=${HANDOFF_STEPS} go test -run '^\$' -bench '^BenchmarkMultiKueueHandoff\$'
+-benchtime 1x ./test/realstack/multikueue/\` (\`make bench\`'s section \`handoff\`).
+
+$(section handoff)
 
 ## The core: notice and submit against the bare client (\`BenchmarkNotice\`, \`BenchmarkSubmit\`)
 

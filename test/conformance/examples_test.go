@@ -1,6 +1,8 @@
 package conformance_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/internal/cli"
+	"github.com/trainstep/trainstep/test/internal/argoharness"
 	"github.com/trainstep/trainstep/test/internal/examples"
 	"github.com/trainstep/trainstep/test/internal/realstack"
 	"github.com/trainstep/trainstep/test/internal/testenv"
@@ -50,4 +53,23 @@ func TestEveryQueuedStepExampleRunsAsWritten(t *testing.T) {
 		})
 	}
 	require.Positive(t, ran, "no step example names a Kueue LocalQueue")
+}
+
+// TestArgoExampleRunsAsWrittenWithTheGateOff: examples/workflows/argo-train-dag.yaml as its
+// header says, every pod really run, on this stack's Trainer with its TrainJobStatus gate off (its
+// default; test/realstack/argo runs it with the gate on): the metric it declares is there, empty,
+// and the pipeline still succeeds with the function's return value.
+func TestArgoExampleRunsAsWrittenWithTheGateOff(t *testing.T) {
+	t.Parallel()
+	t.Cleanup(func() {
+		if t.Failed() {
+			var b strings.Builder
+			argo.DumpLogs(&b)
+			if err := served.Err(); err != nil {
+				fmt.Fprintf(&b, "running the served pods: %v\n", err)
+			}
+			t.Log(b.String())
+		}
+	})
+	argoharness.RunDAGExample(t, argo, stack, false)
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/trainstep/trainstep/test/internal/argoharness"
+	"github.com/trainstep/trainstep/test/internal/podrunner"
 	"github.com/trainstep/trainstep/test/internal/realstack"
 	"github.com/trainstep/trainstep/test/internal/tektonharness"
 )
@@ -28,6 +29,8 @@ var (
 	bin   string // the executor binary, built from this tree
 	argo  *argoharness.Harness
 	tk    *tektonharness.OnStack
+	// served runs the Argo example's pods (realstack.Stack.ServePods).
+	served *podrunner.Watch
 )
 
 // tokenSeconds is how long Argo's ServiceAccount tokens live: longer than the suite.
@@ -56,7 +59,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(realstack.RunWithExecutor(m, &stack, &bin, realstack.Options{}, setUp))
+	// The Argo example's pods run through the pod runner (argoharness.RunDAGExample), every other
+	// pod on kwok.
+	os.Exit(realstack.RunWithExecutor(m, &stack, &bin, realstack.Options{ServedPods: argoharness.DAGExampleServedPods()}, setUp))
 }
 
 // setUp starts Kueue, Tekton (its controller and trainstep's) and Argo (its controller, the
@@ -78,8 +83,13 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	}
 	// Argo last: its harness may wait for another suite's Argo lock, and the set-up's deadline
 	// keeps running through that wait (argoharness.Start gives itself a clock of its own after it).
+	podOpts, err := s.PodRunnerOptions()
+	if err != nil {
+		tk.Stop()
+		return nil, err
+	}
 	argo, err = argoharness.Start(ctx, argoharness.Options{
-		Kubeconfig: s.Kubeconfig, Config: s.Config, Scheme: s.Scheme,
+		Kubeconfig: s.Kubeconfig, Config: s.Config, Scheme: s.Scheme, Images: podOpts.Images, Hosts: podOpts.Hosts,
 		ServiceAccountConfig: func(ctx context.Context, sa string) (*rest.Config, error) {
 			return s.ServiceAccountConfig(ctx, argoharness.Namespace, sa, tokenSeconds)
 		},
@@ -88,7 +98,11 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 		tk.Stop()
 		return nil, fmt.Errorf("starting Argo: %w", err)
 	}
+	served = s.ServePods(context.WithoutCancel(ctx), argo.Pods)
 	return func() {
+		if err := served.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "running the served pods:", err)
+		}
 		tk.Stop()
 		argo.Stop()
 	}, nil

@@ -2,6 +2,7 @@ package realstack_test
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -70,6 +71,9 @@ func TestARefusedPodIsNamedWhileWaitingAndAtStartTimeout(t *testing.T) {
 		setup func(t *testing.T, ns string)
 		pod   string // the step's pod block
 		want  []string
+		// retryable is whether the refusal may heal by itself (a quota frees up); every one is
+		// failure-class refused.
+		retryable bool
 	}{
 		"a ResourceQuota the second node exceeds": {
 			setup: func(t *testing.T, ns string) {
@@ -84,7 +88,8 @@ func TestARefusedPodIsNamedWhileWaitingAndAtStartTimeout(t *testing.T) {
 					return stack.Client.Get(t.Context(), client.ObjectKeyFromObject(quota), quota) == nil && quota.Status.Hard != nil
 				}, timeout, interval, "the resourcequota controller must count quota %s", quota.Name)
 			},
-			want: []string{"cannot create pods: Error creating: pods", "is forbidden: exceeded quota: one-pod"},
+			want:      []string{"cannot create pods: Error creating: pods", "is forbidden: exceeded quota: one-pod"},
+			retryable: true,
 		},
 		"a namespace where Pod Security Admission enforces restricted": {
 			setup: func(t *testing.T, ns string) {
@@ -129,6 +134,8 @@ startTimeout: 20s
 			require.Equal(t, cli.ExitFailed, r.Code, "stderr:\n%s", r.Stderr)
 			t.Logf("stderr:\n%s\nmessage: %s", r.Stderr, r.Outputs["message"])
 			assert.Equal(t, trainjob.ReasonStartTimeout, r.Outputs["reason"])
+			assert.Equal(t, string(trainjob.ClassRefused), r.Outputs[trainjob.OutFailureClass])
+			assert.Equal(t, strconv.FormatBool(tc.retryable), r.Outputs[trainjob.OutRetryable])
 			assert.Contains(t, r.Outputs["message"], "did not start within 20s (startTimeout)")
 			for _, w := range tc.want {
 				assert.Contains(t, r.Stderr, w, "the running message says why before the end")

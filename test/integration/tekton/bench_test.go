@@ -80,8 +80,11 @@ func benchInt(b *testing.B, name string, def int) int {
 // 10,000 live runs: TRAINSTEP_BENCH_RUNS=10000 go test -run '^$' -bench '^BenchmarkConcurrentRuns$'
 // -benchtime 1x -timeout 30m ./test/integration/tekton/
 func BenchmarkConcurrentRuns(b *testing.B) {
-	n := benchRuns(b)
-	completers := benchInt(b, "TRAINSTEP_BENCH_COMPLETERS", 1)
+	concurrentRuns(b, benchRuns(b), benchInt(b, "TRAINSTEP_BENCH_COMPLETERS", 1))
+}
+
+// concurrentRuns is BenchmarkConcurrentRuns with n runs, completed completers at a time.
+func concurrentRuns(b *testing.B, n, completers int) {
 	ns := env.Namespace(b)
 	bin := filepath.Join(b.TempDir(), "executor")
 	build := exec.CommandContext(b.Context(), "go", "build", "-o", bin, "../../../cmd/executor")
@@ -125,10 +128,32 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 
 	jobs := trainJobsByRun(b, ns)
 	b.ResetTimer()
-	lat := make([]time.Duration, n)
 	finish := time.Now()
+	lat := completeAll(b, names, jobs, runs, completers)
+	b.StopTimer()
+	b.Logf("%d CustomRuns finished in %s, %d at a time", n, time.Since(finish).Round(time.Millisecond), completers)
+	requests := scrapeSum(b, metricsAddr, "rest_client_requests_total")
+	reportNotice(b, lat)
+	b.ReportMetric(float64(rss)/1024, "rss-MB")
+	b.ReportMetric(heap/(1<<20), "heap-MB")
+	b.ReportMetric(float64(live)/(1<<20), "live-heap-MB")
+	b.ReportMetric(float64(procStatusKB(b, cmd.Process.Pid, "VmHWM"))/1024, "peak-rss-MB")
+	b.ReportMetric(requests/float64(n), "api-requests/run")
+	b.ReportMetric(float64(n), "runs")
+	b.ReportMetric(0, "ns/op")
+	logRequests(b, auditLog, auditFrom, n)
+}
+
+// completeAll writes the Complete condition to each run's TrainJob (jobs, by run), completers at
+// a time, and returns for each run (by its index in names) the time from before that status
+// write to the run first seen terminal.
+func completeAll(b *testing.B, names []string, jobs map[string]*trainer.TrainJob, runs *runTracker, completers int) []time.Duration {
+	lat := make([]time.Duration, len(names))
+	index := make(map[string]int, len(names))
+	for i, name := range names {
+		index[name] = i
+	}
 	parallel(b, names, completers, func(name string) error {
-		i, _ := strconv.Atoi(strings.TrimPrefix(name, "run-"))
 		tj := jobs[name]
 		if tj == nil {
 			return fmt.Errorf("no TrainJob for CustomRun %s", name)
@@ -151,27 +176,21 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 		}
 		select {
 		case t1 := <-runs.terminal(name):
-			lat[i] = t1.Sub(t0)
+			lat[index[name]] = t1.Sub(t0)
 		case <-time.After(30 * time.Second):
 			return fmt.Errorf("CustomRun %s was not finished within 30s of its TrainJob", name)
 		}
 		return nil
 	})
-	b.StopTimer()
-	b.Logf("%d CustomRuns finished in %s, %d at a time", n, time.Since(finish).Round(time.Millisecond), completers)
-	requests := scrapeSum(b, metricsAddr, "rest_client_requests_total")
+	return lat
+}
+
+// reportNotice reports the notice latencies' nearest-rank p50 and p99.
+func reportNotice(b *testing.B, lat []time.Duration) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
 	b.ReportMetric(pct(0.50), "notice-p50-ms")
 	b.ReportMetric(pct(0.99), "notice-p99-ms")
-	b.ReportMetric(float64(rss)/1024, "rss-MB")
-	b.ReportMetric(heap/(1<<20), "heap-MB")
-	b.ReportMetric(float64(live)/(1<<20), "live-heap-MB")
-	b.ReportMetric(float64(procStatusKB(b, cmd.Process.Pid, "VmHWM"))/1024, "peak-rss-MB")
-	b.ReportMetric(requests/float64(n), "api-requests/run")
-	b.ReportMetric(float64(n), "runs")
-	b.ReportMetric(0, "ns/op")
-	logRequests(b, auditLog, auditFrom, n)
 }
 
 // parallel calls f for each name, at most k at once, and fails the test on the first error.

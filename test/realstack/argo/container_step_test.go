@@ -57,16 +57,16 @@ func TestArgoContainerStepExampleRunsAsWritten(t *testing.T) {
 	// What `argo submit --from workflowtemplate/NAME` creates.
 	wf := harness.Submit(t, "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {generateName: "+containerStepWorkflow+"-}\n"+
 		"spec: {workflowTemplateRef: {name: "+containerStepWorkflow+"}}\n")
-	got := harness.WaitPhase(t, wf.Name, exampleTimeout)
+	got := harness.WaitPhase(t, wf.Name, argoharness.ExampleTimeout)
 	require.Equal(t, wfv1.WorkflowSucceeded, got.Status.Phase, "%s\n%s", got.Status.Message, argoharness.Nodes(got))
 
-	train := nodeOf(got, "train")
+	train := argoharness.NodeOf(got, "train")
 	require.NotNil(t, train, argoharness.Nodes(got))
 	require.NotNil(t, train.Outputs, argoharness.Nodes(got))
-	name := paramOf(train.Outputs.Parameters, trainjob.OutName)
+	name := argoharness.ParamOf(train.Outputs.Parameters, trainjob.OutName)
 	assert.True(t, strings.HasPrefix(name, "recipe-"), "the TrainJob is named after the step's namePrefix: %q", name)
-	assert.Equal(t, "Succeeded", paramOf(train.Outputs.Parameters, trainjob.OutPhase))
-	assert.Equal(t, "3.0", paramOf(train.Outputs.Parameters, "result-w"), "what the function returned on rank 0")
+	assert.Equal(t, "Succeeded", argoharness.ParamOf(train.Outputs.Parameters, trainjob.OutPhase))
+	assert.Equal(t, "3.0", argoharness.ParamOf(train.Outputs.Parameters, "result-w"), "what the function returned on rank 0")
 
 	// The real Trainer completed the TrainJob from its pods, which ran the function; the step pod
 	// owns it, as the recipe's env says.
@@ -84,7 +84,7 @@ func TestArgoContainerStepExampleRunsAsWritten(t *testing.T) {
 		assert.Equal(t, corev1.PodSucceeded, p.Status.Phase, "pod %s", p.Name)
 	}
 
-	report := podOfStep(t, wf.Name, "report")
+	report := argoharness.PodOfStep(t, stack.Client, wf.Name, "report")
 	log := harness.Pods.Log(report.Namespace, report.Name, "main")
 	assert.Contains(t, log, "TrainJob "+name+" learnt w=3.0", "report's log:\n%s", log)
 }
@@ -104,20 +104,4 @@ func applyAll(t *testing.T, file, ns string) {
 		}
 	})
 	require.NoError(t, err)
-}
-
-// podOfStep is the pod of workflow wfName's step displayName (Argo's node-name annotation:
-// wfName[i].displayName in a steps template).
-func podOfStep(t *testing.T, wfName, displayName string) *corev1.Pod {
-	t.Helper()
-	pods := &corev1.PodList{}
-	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(argoharness.Namespace),
-		client.MatchingLabels{"workflows.argoproj.io/workflow": wfName}))
-	for i, p := range pods.Items {
-		if strings.HasSuffix(p.Annotations["workflows.argoproj.io/node-name"], "."+displayName) {
-			return &pods.Items[i]
-		}
-	}
-	require.Failf(t, "no pod", "workflow %s has no pod of step %s", wfName, displayName)
-	return nil
 }

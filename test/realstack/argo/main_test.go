@@ -42,15 +42,13 @@ func TestMain(m *testing.M) {
 	os.Exit(realstack.RunWithOptions(m, &stack, realstack.Options{TrainJobStatus: true, ServedPods: exampleServedPods()}, setUp))
 }
 
-// exampleServedPods are the pods of the Argo example's workflows (generateName train-dag-) and
-// of their TrainJobs: trainstep names a TrainJob after its step key, "{{node.name}}" there
-// (train-dag-x7k2p.train), whose first segment goes to fit step.MaxNamePrefix
-// (dag-x7k2p-train-…). They run through the suite's pod runner (served), every other pod of the
-// suite on kwok.
+// exampleServedPods are the pods the suite's pod runner serves: the Argo example's
+// (argoharness.DAGExampleServedPods) and the container recipe's. Every other pod of the suite runs
+// on kwok.
 func exampleServedPods() []string {
-	return []string{argoharness.Namespace + "/train-dag-", argoharness.Namespace + "/dag-",
-		// examples/workflows/argo-container-step.yaml: its workflows, and its TrainJobs (namePrefix recipe-).
-		argoharness.Namespace + "/" + containerStepWorkflow + "-", argoharness.Namespace + "/recipe-"}
+	// examples/workflows/argo-container-step.yaml: its workflows, and its TrainJobs (namePrefix recipe-).
+	return append(argoharness.DAGExampleServedPods(),
+		argoharness.Namespace+"/"+containerStepWorkflow+"-", argoharness.Namespace+"/recipe-")
 }
 
 // setUp makes the stack a MultiKueue manager (Kueue manages only TrainJobs with a queue label)
