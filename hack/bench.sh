@@ -10,7 +10,7 @@
 # A section that fails is reported and the others still run; the script then exits 1.
 set -euo pipefail
 
-BENCH=${BENCH:-sidebyside,sidecar,fleet,calls,janitor,tekton,notice,workloads,handoff,core,cli}
+BENCH=${BENCH:-sidebyside,sidecar,fleet,calls,janitor,tekton,notice,workloads,handoff,core,cache,cli}
 STEPS=${STEPS:-20}   # concurrent training steps each way, side by side
 JOBS=${JOBS:-10000}  # other workflows' TrainJobs in the Argo sidecar's namespace (2 pods each)
 FLEET=${FLEET:-100}  # workflows live at once, one sidecar process each

@@ -152,8 +152,15 @@ func (e *Engine) retry(ctx context.Context, s Step, tj *trainer.TrainJob, v trai
 	next := inner(s, i+1)
 	next.Recorded, next.retryOf, next.stepSince = "", tj.Name, since
 	st := e.submit(ctx, next)
-	if st.Err != nil || st.Name == "" || st.Invalid != nil {
-		return st, true // the next look decides the same again
+	switch {
+	case st.Err != nil:
+		return st, true // trouble that may pass: the next look decides the same again
+	case st.Name == "" || st.Invalid != nil:
+		// Refused for good (no right to create it, the apiserver refuses it): the step ends as
+		// its job did, and says why it was not retried.
+		end := e.conclude(ctx, s, tj, v)
+		end.Message += "; trainstep could not retry it: " + st.Message
+		return end, true
 	}
 	if v.Delete {
 		if err := trainjob.Delete(ctx, e.Writer, tj.Namespace, tj.Name); err != nil && e.Warn != nil {

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -65,7 +66,8 @@ func TestAStepRetriesARetryableFailureItself(t *testing.T) {
 		jobs        []*trainer.TrainJob
 		pods        func(tj *trainer.TrainJob) []corev1.Pod
 		deadlines   trainjob.Deadlines
-		recorded    *int // the attempt whose name the face recorded
+		recorded    *int  // the attempt whose name the face recorded
+		refuse      error // the apiserver's answer to every create
 		// created is the attempt a new TrainJob was made for, -1 for none; gone the attempts
 		// deleted.
 		created   int
@@ -149,6 +151,13 @@ func TestAStepRetriesARetryableFailureItself(t *testing.T) {
 			pods:    func(tj *trainer.TrainJob) []corev1.Pod { return []corev1.Pod{nodePod(tj, corev1.PodRunning, "", 0)} },
 			created: -1, gone: []int{0}, phase: trainjob.PhaseRunning,
 		},
+		"the retry refused for good: the step ends as its job did, which a deadline deletes": {
+			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0)}, deadlines: trainjob.Deadlines{StartTimeout: 30 * time.Minute},
+			refuse:  apierrors.NewForbidden(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), "x", errors.New("no create")),
+			pods:    func(tj *trainer.TrainJob) []corev1.Pod { return []corev1.Pod{nodePod(tj, corev1.PodPending, "", 0)} },
+			created: -1, gone: []int{0}, phase: trainjob.PhaseFailed, reason: trainjob.ReasonStartTimeout,
+			inMessage: "; trainstep could not retry it: trainstep may not create the TrainJob",
+		},
 		"a recorded retry someone deleted: the step fails, nothing trains again": {
 			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(time.Minute))}, recorded: ptr.To(1),
 			pods: func(tj *trainer.TrainJob) []corev1.Pod {
@@ -163,7 +172,7 @@ func TestAStepRetriesARetryableFailureItself(t *testing.T) {
 			for _, j := range tc.jobs {
 				objs = append(objs, j)
 			}
-			e, c := engine(t, nil, objs...)
+			e, c := engine(t, tc.refuse, objs...)
 			e.Snapshot = func(_ context.Context, tj *trainer.TrainJob) (trainjob.Snapshot, error) {
 				return trainjob.Snapshot{TrainJob: tj, Pods: tc.pods(tj)}, nil
 			}

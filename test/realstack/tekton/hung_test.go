@@ -19,27 +19,16 @@ import (
 func TestAHungJobIsRetriedThenFailsAsHung(t *testing.T) {
 	dumpOnFailure(t)
 	ns := stack.Namespace(t)
-	tektonharness.CreatePipelineRun(t, c, ns, `
-apiVersion: tekton.dev/v1
-kind: PipelineRun
-metadata: {name: run}
-spec:
-  pipelineSpec:
-    tasks:
-    - name: train
-      taskRef: `+tektonharness.Ref+`
-      params:
-      - name: step
-        value: |
-          framework: torch
-          hangTimeout: 15s
-          retry: {limit: 1}
-          trainer:
-            numNodes: 1
-            env: {KWOK_HOLD: "1"}
-            func: |
-              def train():
-                  print("training")
+	tektonharness.CreateStepPipelineRun(t, c, ns, "run", `
+framework: torch
+hangTimeout: 15s
+retry: {limit: 1}
+trainer:
+  numNodes: 1
+  env: {KWOK_HOLD: "1"}
+  func: |
+    def train():
+        print("training")
 `)
 	names := stack.ReportOnceEach(t, ns, func() []string {
 		var names []string
