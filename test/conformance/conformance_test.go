@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -317,6 +318,54 @@ startTimeout: 30s
 			waiting:  pullBackOff,
 			outputs:  failedAs(trainjob.ClassImage, true, nil),
 			trainJob: gone},
+	}, {
+		name: "AQuotaRefusesItsPodsUntilStartTimeout",
+		// A ResourceQuota that allows none of the step's pods (scoped to its runtime's
+		// PriorityClass, so it refuses no other step's in Argo's shared namespace): the Job
+		// controller's FailedCreate is the only record. The step says so while it waits and at
+		// its startTimeout, and a quota may free up: retryable.
+		setup: quotaOfNoPods,
+		step: `
+framework: torch
+runtime: {name: ` + realstack.QuotaRuntime + `, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  func: |
+    def train():
+        pass
+timeout: 5m
+startTimeout: 30s
+`,
+		want: want{phase: "Failed", reason: trainjob.ReasonStartTimeout,
+			message:  `(?s)did not start within 30s \(startTimeout\); it was deleted.*is forbidden: exceeded quota: ` + noPodsQuota,
+			waiting:  `is forbidden: exceeded quota: ` + noPodsQuota,
+			outputs:  failedAs(trainjob.ClassRefused, true, nil),
+			trainJob: gone},
+	}, {
+		name: "PodSecurityRefusesItsPodsUntilStartTimeout",
+		// A namespace where Pod Security Admission enforces restricted, which the runtime's pods
+		// do not meet: the Job controller's FailedCreate again, but a refusal that does not pass
+		// by itself.
+		setup: enforceRestricted,
+		step: `
+framework: torch
+runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  func: |
+    def train():
+        pass
+timeout: 5m
+startTimeout: 30s
+`,
+		want: want{phase: "Failed", reason: trainjob.ReasonStartTimeout,
+			message:  `(?s)did not start within 30s \(startTimeout\); it was deleted.*is forbidden: violates PodSecurity "restricted:latest"`,
+			waiting:  `is forbidden: violates PodSecurity "restricted:latest"`,
+			outputs:  failedAs(trainjob.ClassRefused, false, nil),
+			trainJob: gone},
+		skip: map[string]string{"argo": "Pod Security is a namespace's label, and the Argo harness runs every step in its one " +
+			"namespace, where restricted would refuse Argo's own pods; the class is the core's, from the same FailedCreate " +
+			"record as AQuotaRefusesItsPodsUntilStartTimeout, which Argo runs"},
 	}, {
 		name: "AMissingSecretVolumeUntilStartTimeout",
 		// kwok plays the kubelet's FailedMount for the one Secret no test creates
@@ -808,6 +857,7 @@ timeout: 4m
 func TestConformance(t *testing.T) {
 	// Installed for the whole table: a subtest's cleanup must not delete it under another.
 	stack.InstallNoRetryRuntime(t)
+	stack.InstallQuotaRuntime(t)
 	stack.InstallInitializerRuntime(t, failingInitRuntime, trainjob.DatasetInitializerJob, ptr.To[int32](0),
 		corev1.Container{Image: "ghcr.io/kubeflow/trainer/dataset-initializer"})
 	for _, sc := range scenarios() {
@@ -1043,6 +1093,41 @@ func retriedByTrainstep(t *testing.T, got result) {
 	require.NotNil(t, second)
 	assert.Equal(t, first.Name, second.Annotations["trainstep.dev/retry-of"])
 	assert.True(t, trainjob.Observe(first, nil).Phase == trainjob.PhaseFailed, "the first failed: %v", first.Status.Conditions)
+}
+
+// noPodsQuota is the ResourceQuota quotaOfNoPods makes.
+const noPodsQuota = "conformance-no-pods"
+
+// quotaOfNoPods makes, in the step's namespace and until it ends, a ResourceQuota of no pods of
+// the quota runtime's PriorityClass, once the resourcequota controller has counted it (until then
+// admission refuses every pod it scopes with "status unknown for quota", another message).
+func quotaOfNoPods(t *testing.T, r *running) {
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: noPodsQuota, Namespace: r.ns},
+		Spec: corev1.ResourceQuotaSpec{
+			Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")},
+			ScopeSelector: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{{
+				ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn,
+				Values: []string{realstack.QuotaPriorityClass}}}},
+		},
+	}
+	require.NoError(t, stack.Client.Create(t.Context(), quota))
+	t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), quota) })
+	require.Eventually(t, func() bool {
+		return stack.Client.Get(t.Context(), client.ObjectKeyFromObject(quota), quota) == nil && quota.Status.Hard != nil
+	}, 2*time.Minute, 200*time.Millisecond, "the resourcequota controller must count quota %s", quota.Name)
+}
+
+// enforceRestricted labels the step's namespace for Pod Security Admission's restricted level.
+func enforceRestricted(t *testing.T, r *running) {
+	n := &corev1.Namespace{}
+	require.NoError(t, stack.Client.Get(t.Context(), client.ObjectKey{Name: r.ns}, n))
+	orig := n.DeepCopy()
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+	require.NoError(t, stack.Client.Patch(t.Context(), n, client.MergeFrom(orig)))
 }
 
 // trainedOnceOnItsOwn: the step made one TrainJob, the one it names.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +29,32 @@ func (s *Stack) InstallNoRetryRuntime(t testing.TB) string {
 	return s.installTorchCopy(t, NoRetryRuntime, func(spec *trainer.TrainingRuntimeSpec) {
 		for i := range spec.Template.Spec.ReplicatedJobs {
 			spec.Template.Spec.ReplicatedJobs[i].Template.Spec.BackoffLimit = ptr.To[int32](0)
+		}
+	})
+}
+
+// QuotaRuntime is the name of the runtime InstallQuotaRuntime installs, and QuotaPriorityClass the
+// PriorityClass its pods ask for.
+const (
+	QuotaRuntime       = "torch-quota"
+	QuotaPriorityClass = "realstack-quota"
+)
+
+// InstallQuotaRuntime installs, until the test ends, a copy of the no-retry runtime whose pods ask
+// for PriorityClass QuotaPriorityClass (installed with it): a ResourceQuota scoped to that class
+// (scopeSelector PriorityClass) limits this runtime's pods alone, so a quota can refuse one step's
+// pods in a namespace other steps share (Argo's). It returns the runtime's name.
+func (s *Stack) InstallQuotaRuntime(t testing.TB) string {
+	t.Helper()
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: QuotaPriorityClass}, Value: 0,
+		PreemptionPolicy: ptr.To(corev1.PreemptNever), Description: "realstack: pods a test's ResourceQuota may limit"}
+	require.NoError(t, client.IgnoreAlreadyExists(s.Client.Create(t.Context(), pc)), "creating PriorityClass %s", pc.Name)
+	t.Cleanup(func() { _ = s.Client.Delete(context.Background(), pc) })
+	return s.installTorchCopy(t, QuotaRuntime, func(spec *trainer.TrainingRuntimeSpec) {
+		for i := range spec.Template.Spec.ReplicatedJobs {
+			job := &spec.Template.Spec.ReplicatedJobs[i].Template.Spec
+			job.BackoffLimit = ptr.To[int32](0)
+			job.Template.Spec.PriorityClassName = QuotaPriorityClass
 		}
 	})
 }
