@@ -39,8 +39,8 @@ const (
 	annotationStepSince = "trainstep.dev/step-since"
 )
 
-// retries is the step's retry.limit: 0 when it does not retry itself, or is being stopped (a stop
-// ends whichever job is the step's now, found the same way).
+// retries is the step's retry.limit: 0 when it does not retry itself. A stop counts them too: it
+// ends whichever TrainJob is the step's now, found the same way.
 func retries(s Step) int {
 	return s.Spec.RetryLimit()
 }
@@ -77,11 +77,10 @@ func (e *Engine) current(ctx context.Context, s Step, found *trainer.TrainJob) (
 			return s, nil, err
 		}
 		if tj != nil || recorded == i {
-			at.Recorded = ""
-			if recorded == i {
-				at.Recorded = s.Recorded
+			if recorded != i {
+				at.Recorded = "" // the face's record names another retry's job
 			}
-			return e.sinceOfRetry(at, i, tj), tj, nil
+			return sinceOfRetry(at, i, tj), tj, nil
 		}
 	}
 	at := inner(s, 0)
@@ -108,7 +107,7 @@ func (e *Engine) findRetry(ctx context.Context, at Step, i int) (*trainer.TrainJ
 
 // sinceOfRetry bounds a retry's TrainJob: the step's timeout from when its first began (the
 // retry's annotation), its startTimeout from the retry's own creation.
-func (e *Engine) sinceOfRetry(s Step, i int, tj *trainer.TrainJob) Step {
+func sinceOfRetry(s Step, i int, tj *trainer.TrainJob) Step {
 	if i == 0 || tj == nil {
 		return s
 	}
@@ -196,12 +195,16 @@ func markRetry(obj client.Object, s Step) {
 }
 
 // replaced deletes the TrainJob a retry replaced when it is still there and has not ended (a
-// deadline ended it and its delete failed): one cache read per look of a retry.
+// deadline ended it and its delete failed): one cache read per look of a retry, nothing (not even
+// a name's hash) for any other job: it runs on every look of every step.
 func (e *Engine) replaced(ctx context.Context, s Step, tj *trainer.TrainJob) {
 	name := tj.Annotations[annotationRetryOf]
+	if name == "" {
+		return
+	}
 	prev := s.Identity
 	prev.Attempt--
-	if name == "" || name != prev.Name() {
+	if name != prev.Name() {
 		return
 	}
 	old := &trainer.TrainJob{}

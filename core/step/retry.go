@@ -1,6 +1,8 @@
 package step
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -28,8 +30,8 @@ func (r *Retry) Validate(p *field.Path) field.ErrorList {
 	}
 	var errs field.ErrorList
 	if r.Limit < 1 || r.Limit > MaxRetries {
-		errs = append(errs, field.Invalid(p.Child("limit"), r.Limit,
-			"must be 1 to 10: how many times trainstep runs the step again after a retryable failure; to never retry, remove the retry block"))
+		errs = append(errs, field.Invalid(p.Child("limit"), r.Limit, fmt.Sprintf(
+			"must be 1 to %d: how many times trainstep runs the step again after a retryable failure; to never retry, remove the retry block", MaxRetries)))
 	}
 	if r.Backoff != nil && r.Backoff.Duration < 0 {
 		errs = append(errs, field.Invalid(p.Child("backoff"), r.Backoff.String(), "must not be negative, such as 30s; 0 retries at once"))
