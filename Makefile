@@ -10,7 +10,13 @@ SHELL := /usr/bin/env bash
 export GOTOOLCHAIN := local
 # nomsgpack: gin's MessagePack binding (github.com/ugorji/go/codec, 3 MB of code) is never used;
 # without it each sidecar maps 1.2 MiB less of the binary (BenchmarkSidecarRSS).
-export GOFLAGS := -buildvcs=false -tags=nomsgpack
+# -dwarf=false, -w: no debug information is compiled or linked. Every binary that ships is stripped
+# anyway (-s -w), and a test binary needs none for its stack traces (those come from the pclntab);
+# compiling without it takes about 11% less CPU (client-go and apiextensions' clientset, cold:
+# 116 s against 104 s of CPU) and linking a test binary a third less (test/conformance: 7.9 s
+# against 5.3 s), which every cold build and every link of make test's 42 test binaries saves.
+# lint, build and go test share these flags, so what one compiles the others reuse.
+export GOFLAGS := -buildvcs=false -tags=nomsgpack -gcflags=all=-dwarf=false -ldflags=-w
 
 K8S_VERSION    ?= 1.36.3
 # The older Trainer release whose CRDs and runtimes the version-skew tests also run against.
@@ -43,7 +49,7 @@ FUZZTIME ?= 10s
 TEST_ASSETS := control-plane trainer-modules
 include $(wildcard hack/make/*.mk)
 
-.PHONY: all help build image release docker-image test test-suites test-argov4 test-fuzz test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
+.PHONY: all help build image release docker-image test test-suites test-go test-argov4 test-fuzz test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
 
 all: build
 
@@ -110,6 +116,11 @@ TEST_PACKAGES ?= 4
 # Cross-compiling linux/arm64 is about 4 min of a cold run's CPU; make test-compat builds both.
 TEST_IMAGE_PLATFORMS ?= linux/amd64
 
+# make -j starts prerequisites in the order they are listed, and the suites wait for the last
+# asset: the asset builds that take longest cold (each about 8 to 11 min side by side) start
+# first, then lint (as long, and nothing waits for it), then the rest.
+ASSETS_FIRST := $(foreach a,kueue-binaries realstack-binaries helm-binary,$(filter $(a),$(TEST_ASSETS)))
+
 # What make test leaves to make test-compat, to keep a cold run well inside CI's 90 minutes:
 # the arm64 image, the Argo v4 wire test (its own module: Argo v4 and its Kubernetes compiled
 # once more) and fuzzing (every dependency of a fuzzed package compiled again, instrumented).
@@ -117,8 +128,13 @@ TEST_IMAGE_PLATFORMS ?= linux/amd64
 test: ## everything but what make test-compat adds: lint, unit, integration on a real apiserver, end to end, conformance
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) -Oline test-suites
 
-test-suites: lint verify build test-assets
-	TRAINSTEP_IMAGE_PLATFORMS=$(TEST_IMAGE_PLATFORMS) go test -count=1 -p $(TEST_PACKAGES) -timeout 30m ./...
+# lint and verify run beside the suites, not before them: the suites wait only for what they
+# start (the binary and the assets), so a cold lint no longer delays them. -vet=off: lint's govet
+# runs go vet's analyzers on the same packages already.
+test-suites: $(ASSETS_FIRST) lint test-go verify
+
+test-go: build $(TEST_ASSETS)
+	TRAINSTEP_IMAGE_PLATFORMS=$(TEST_IMAGE_PLATFORMS) go test -count=1 -vet=off -p $(TEST_PACKAGES) -timeout 30m ./...
 
 # One corner of the compatibility matrix, run by make test-compat: the plugin's wire decoded
 # with Argo v4's own types, the release most likely to drift from the v3 types it is built with. Its

@@ -14,7 +14,9 @@ echo "building kube-apiserver $KV, etcd ${EXTRA[*]} into $DEST (about 5 minutes 
 MINOR=${KV#1.}; MINOR=${MINOR%%.*}; SV=0.${KV#1.}          # 1.36.3 -> staging v0.36.3
 W=$(mktemp -d /tmp/k8s-build.XXXXXX); trap 'rm -rf "$W"' EXIT
 cd "$W"
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+# No debug information is compiled: every binary here is linked stripped (-s -w), and compiling
+# without it takes about 11% less CPU (the Makefile's GOFLAGS says more).
+export GOTOOLCHAIN=local GOFLAGS="-buildvcs=false -gcflags=all=-dwarf=false"
 go mod init local/k8sbuild >/dev/null 2>&1
 KMOD=$(go mod download -json "k8s.io/kubernetes@v$KV" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
 EV=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2}' "$KMOD")   # the etcd kubernetes itself pins

@@ -12,7 +12,9 @@ dir=${1:?usage: build-helm.sh DIR VERSION}
 version=${2:?usage: build-helm.sh DIR VERSION}
 if [[ -x "$dir/helm" ]]; then exit 0; fi
 
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+# No debug information is compiled: every binary here is linked stripped (-s -w), and compiling
+# without it takes about 11% less CPU (the Makefile's GOFLAGS says more).
+export GOTOOLCHAIN=local GOFLAGS="-buildvcs=false -gcflags=all=-dwarf=false"
 mkdir -p "$dir"
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT

@@ -15,7 +15,9 @@ set -euo pipefail
 dir=${1:?usage: build-kueue.sh DIR}
 KUEUE_VERSION=${KUEUE_VERSION:-v0.17.0}
 
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+# No debug information is compiled: every binary here is linked stripped (-s -w), and compiling
+# without it takes about 11% less CPU (the Makefile's GOFLAGS says more).
+export GOTOOLCHAIN=local GOFLAGS="-buildvcs=false -gcflags=all=-dwarf=false"
 mkdir -p "$dir"
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT

@@ -22,7 +22,9 @@ if [[ -x "$bin" && -x "$entrypoint" && -d "$dir/config" ]]; then
 	exit 0
 fi
 
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+# No debug information is compiled: every binary here is linked stripped (-s -w), and compiling
+# without it takes about 11% less CPU (the Makefile's GOFLAGS says more).
+export GOTOOLCHAIN=local GOFLAGS="-buildvcs=false -gcflags=all=-dwarf=false"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
