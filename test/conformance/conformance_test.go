@@ -851,9 +851,9 @@ timeout: 4m
 ` + extra
 }
 
-// TestConformance runs every scenario through every face, all at once (the Argo face's steps one
-// at a time: argoRuns): each step has its own namespace (Argo: its own Workflow), and none
-// changes what the stack shares (the node log is realstack.NodeLog throughout).
+// TestConformance runs every scenario through every face, all at once (the Argo face's steps four
+// at a time: argoSlots): each step has its own namespace (Argo: its own Workflow, agent and plugin
+// sidecar), and none changes what the stack shares (the node log is realstack.NodeLog throughout).
 func TestConformance(t *testing.T) {
 	// Installed for the whole table: a subtest's cleanup must not delete it under another.
 	stack.InstallNoRetryRuntime(t)
@@ -1157,7 +1157,8 @@ func trainedOnce(t *testing.T, got result) {
 }
 
 // inFlightArgo is why the Argo face runs no scenario of two runs at once.
-const inFlightArgo = "the Argo harness runs one agent at a time (one plugin process, one token dir), so two Workflows cannot run at once; " +
+const inFlightArgo = "the Argo face runs a scenario's earlier Workflow to its end before the checked one, and every Workflow shares " +
+	"the one namespace its plugin watches, so it has no earlier run in flight beside it; " +
 	"core/lifecycle's share_test.go proves the behaviour the Argo face shares, and the reaper's release is in plugin/argo's tests"
 
 // sameStep is a scenario's earlier run of the very same step.

@@ -259,11 +259,6 @@ type argoFace struct{}
 
 func (argoFace) name() string { return "argo" }
 
-// argoRuns serialises the Argo face's steps: the harness runs one plugin process for every
-// Workflow (a cluster runs a sidecar in each agent pod), and it takes only the token the last
-// agent wrote to the one TokenDir, so two agents at once lock each other out.
-var argoRuns sync.Mutex
-
 // argoOutputs are the output parameters a scenario's Workflow declares: every core output and
 // the result keys the scenarios return.
 var argoOutputs = append(append([]string{}, trainjob.OutputNames...), "result-loss", "result-model_uri", "result-epochs")
@@ -283,21 +278,28 @@ func declaredOutputs(t *testing.T, doc string) []string {
 	return out
 }
 
+// argoSlots bounds the Argo face's steps at once. Each runs its own agent and plugin sidecar (a
+// process that lists and watches the namespace's Workflows and TrainJobs), and with every
+// scenario's Argo step at once beside the other faces' steps, the stack's controllers and kwok
+// fell minutes behind on 2 cores (an initializer's and a lost node's failure not seen within 3m).
+var argoSlots = make(chan struct{}, 4)
+
 func (argoFace) run(t *testing.T, sc scenario) result {
+	argoSlots <- struct{}{}
+	// Registered first, so it runs last: after this step's agent and sidecar stopped.
+	t.Cleanup(func() { <-argoSlots })
 	// Argo's controller and plugin watch one namespace; the Workflow owns its TrainJob there.
-	argoRuns.Lock()
-	// Registered first, so it runs last: after RunAgent's cleanup stopped this step's agent.
-	t.Cleanup(argoRuns.Unlock)
 	r := &running{ns: argoharness.Namespace}
 	step := sc.prepare(t, r)
 	if sc.earlier != nil {
-		// A subtest, so its agent stops when its Workflow ended: two agents lock each other out.
+		// A subtest, so its agent and sidecar stop when its Workflow ended.
 		t.Run("first run", func(t *testing.T) { argoWorkflow(t, scenario{}, &running{ns: r.ns}, sc.earlier(step)) })
 	}
 	return argoWorkflow(t, sc, r, step)
 }
 
-// argoWorkflow runs step as a one-step Workflow, under an agent of its own, to its end.
+// argoWorkflow runs step as a one-step Workflow, under an agent and a plugin sidecar of its own
+// (argoharness.RunAgentWithSidecar: the Workflows of the table run side by side), to its end.
 func argoWorkflow(t *testing.T, sc scenario, r *running, step string) result {
 	declared := declaredOutputs(t, step)
 	wf := argo.Submit(t, argoharness.RetriedStepWorkflow("conformance", step, sc.retries, declared...))
@@ -305,7 +307,7 @@ func argoWorkflow(t *testing.T, sc scenario, r *running, step string) result {
 	if sc.upgrade {
 		argoPrevious(t, r, wf.Name, step)
 	}
-	argo.RunAgent(t, wf.Name, timeout)
+	argo.RunAgentWithSidecar(t, wf.Name, timeout)
 	r.selector = client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)}
 	r.stop = func(t *testing.T) { stopWorkflow(t, wf.Name) }
 	r.hear(t, func(ctx context.Context) []string {

@@ -290,14 +290,19 @@ func (h *Harness) startPlugin(ctx context.Context) error {
 	h.mu.Lock()
 	h.pluginStop, h.pluginDone = stop, done
 	h.mu.Unlock()
+	return h.waitReady(ctx, PluginAddr, "plugin")
+}
+
+// waitReady waits for the plugin process logged as name to answer /readyz at addr.
+func (h *Harness) waitReady(ctx context.Context, addr, name string) error {
 	deadline := time.Now().Add(h.opts.ReadyTimeout)
 	for {
-		ok, err := ready(ctx)
+		ok, err := ready(ctx, addr)
 		if ok {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the plugin did not become ready at %s: %w\n%s", PluginAddr, err, tail(h.log("plugin"), 30))
+			return fmt.Errorf("the plugin did not become ready at %s: %w\n%s", addr, err, tail(h.log(name), 30))
 		}
 		time.Sleep(Poll) // polling a subprocess's readiness: nothing to wait on
 	}
@@ -358,8 +363,8 @@ func (h *Harness) StartJanitor(t testing.TB) {
 	})
 }
 
-func ready(ctx context.Context) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+PluginAddr+"/readyz", http.NoBody)
+func ready(ctx context.Context, addr string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", http.NoBody)
 	if err != nil {
 		return false, err
 	}

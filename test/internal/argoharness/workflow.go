@@ -3,8 +3,11 @@ package argoharness
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,9 +72,73 @@ func Output(n *wfv1.NodeStatus, name string) string {
 // RunAgent waits for the agent pod the controller creates for the workflow and runs its
 // containers as local processes: `argoexec agent init` (writes the plugin's token), then
 // `argoexec agent main` (calls the plugin, patches the WorkflowTaskSet) until the test ends.
+// The agent calls the harness's one plugin process, which reads the one TokenDir: two agents at
+// once lock each other out (RunAgentWithSidecar does not).
 func (h *Harness) RunAgent(t testing.TB, wfName string, timeout time.Duration) {
 	t.Helper()
-	pod := &corev1.Pod{}
+	pod, initC, mainC := h.agentPod(t, wfName, timeout)
+	// The init container writes a fresh token for each agent pod; the plugin re-reads the file.
+	require.NoError(t, os.RemoveAll(TokenDir))
+	init := h.agentCommand(t.Context(), pod, initC)
+	out, err := init.CombinedOutput()
+	require.NoError(t, err, "argoexec agent init: %s", out)
+	_, err = os.Stat(TokenDir + "/token")
+	require.NoError(t, err, "argoexec agent init must write the plugin's token")
+	h.runAgentMain(t, wfName, func(ctx context.Context) *exec.Cmd { return h.agentCommand(ctx, pod, mainC) }, "plugin")
+}
+
+// RunAgentWithSidecar is RunAgent with the agent pod's own plugin sidecar, as a cluster runs it:
+// a plugin process of its own on a port of its own, and the agent's containers in a mount
+// namespace whose /var/run/argo (argoexec hard-codes it) is a directory of their own, where the
+// plugin reads its token. Workflows whose agents run this way run side by side. The sidecar stops
+// after the agent, when the test ends.
+func (h *Harness) RunAgentWithSidecar(t testing.TB, wfName string, timeout time.Duration) {
+	t.Helper()
+	pod, initC, mainC := h.agentPod(t, wfName, timeout)
+	varRunArgo := filepath.Join(h.workdir, "agents", pod.Name)
+	require.NoError(t, os.MkdirAll(varRunArgo, 0o770))
+	rel, err := filepath.Rel(argoRunDir, TokenDir)
+	require.NoError(t, err)
+	token := filepath.Join(varRunArgo, rel, "token")
+	addr := freeAddr(t)
+	ownNamespace := func(cmd *exec.Cmd) *exec.Cmd {
+		cmd.Env = append(cmd.Env, "ARGO_PLUGIN_ADDRESSES="+`["http://`+addr+`"]`)
+		// unshare execs the shell, and the shell execs argoexec: the command's process is argoexec.
+		cmd.Args = append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+			`mount --bind "$0" ` + argoRunDir + ` && exec "$@"`, varRunArgo, cmd.Path}, cmd.Args[1:]...)
+		cmd.Path = unshareBin(t)
+		return cmd
+	}
+
+	// As in the pod: the init container first (it writes the token), then the sidecar and main.
+	init := ownNamespace(h.agentCommand(t.Context(), pod, initC))
+	out, err := init.CombinedOutput()
+	require.NoError(t, err, "argoexec agent init: %s", out)
+	_, err = os.Stat(token)
+	require.NoError(t, err, "argoexec agent init must write the plugin's token")
+
+	name := "plugin " + wfName
+	// No metrics listener: its port is the harness's one plugin's.
+	args := withFlag(withFlag(withFlag(h.pluginArgs, "--addr", addr), "--token-file", token), "--metrics-addr", "off")
+	ctx, stop := context.WithCancel(h.procCtx)
+	done, err := h.startProcess(ctx, name, nil, h.bin, args...)
+	require.NoError(t, err)
+	t.Cleanup(func() { // registered before the agent's, so it runs after: the sidecar outlives the agent
+		stop()
+		<-done
+	})
+	require.NoError(t, h.waitReady(t.Context(), addr, name), "the agent's plugin sidecar")
+	h.runAgentMain(t, wfName, func(ctx context.Context) *exec.Cmd { return ownNamespace(h.agentCommand(ctx, pod, mainC)) }, name)
+}
+
+// argoRunDir is the directory argoexec hard-codes: an agent pod's emptyDir in a cluster.
+const argoRunDir = "/var/run/argo"
+
+// agentPod waits for the agent pod of workflow wfName and returns it with its init and main
+// containers.
+func (h *Harness) agentPod(t testing.TB, wfName string, timeout time.Duration) (pod *corev1.Pod, initC, mainC *corev1.Container) {
+	t.Helper()
+	pod = &corev1.Pod{}
 	require.Eventually(t, func() bool {
 		l := &corev1.PodList{}
 		err := h.Client.List(t.Context(), l, client.InNamespace(Namespace), client.MatchingLabels{
@@ -83,7 +150,7 @@ func (h *Harness) RunAgent(t testing.TB, wfName string, timeout time.Duration) {
 		return true
 	}, timeout, Poll, "the controller must create the agent pod")
 
-	var initC, mainC, plugin *corev1.Container
+	var plugin *corev1.Container
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == "init" {
 			initC = &pod.Spec.InitContainers[i]
@@ -100,17 +167,15 @@ func (h *Harness) RunAgent(t testing.TB, wfName string, timeout time.Duration) {
 	require.NotNil(t, initC, "agent pod %s has no init container", pod.Name)
 	require.NotNil(t, mainC, "agent pod %s has no main container", pod.Name)
 	require.NotNil(t, plugin, "the controller must inject the plugin sidecar from manifests/argo")
+	return pod, initC, mainC
+}
 
-	// The init container writes a fresh token for each agent pod; the plugin re-reads the file.
-	require.NoError(t, os.RemoveAll(TokenDir))
-	init := h.agentCommand(t.Context(), pod, initC)
-	out, err := init.CombinedOutput()
-	require.NoError(t, err, "argoexec agent init: %s", out)
-	_, err = os.Stat(TokenDir + "/token")
-	require.NoError(t, err, "argoexec agent init must write the plugin's token")
-
+// runAgentMain starts `argoexec agent main` (made by command) and stops it when the test ends;
+// plugin names the log of the plugin it calls, for a failed test's report.
+func (h *Harness) runAgentMain(t testing.TB, wfName string, command func(context.Context) *exec.Cmd, plugin string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	main := h.agentCommand(ctx, pod, mainC)
+	main := command(ctx)
 	buf := &harnessutil.SyncBuffer{}
 	main.Stdout, main.Stderr = buf, buf
 	h.mu.Lock()
@@ -132,9 +197,38 @@ func (h *Harness) RunAgent(t testing.TB, wfName string, timeout time.Duration) {
 		}
 		if t.Failed() {
 			t.Logf("argoexec agent main:\n%s", tail(buf.String(), 40))
-			t.Logf("plugin:\n%s", tail(h.log("plugin"), 40))
+			t.Logf("%s:\n%s", plugin, tail(h.log(plugin), 40))
 		}
 	})
+}
+
+// freeAddr is a loopback address with a port no one listens on now.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// withFlag is args with flag's value replaced.
+func withFlag(args []string, flag, value string) []string {
+	out := slices.Clone(args)
+	i := slices.Index(out, flag)
+	if i < 0 || i+1 >= len(out) {
+		return append(out, flag, value)
+	}
+	out[i+1] = value
+	return out
+}
+
+// unshareBin is util-linux's unshare, which runs an agent in a mount namespace of its own.
+func unshareBin(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("unshare")
+	require.NoError(t, err, "RunAgentWithSidecar needs util-linux's unshare (and root)")
+	return p
 }
 
 // agentCommand is a container of the agent pod as a local process: its args, its env (downward
