@@ -81,7 +81,8 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	if tk, err = tektonharness.StartOnStack(ctx, s); err != nil {
 		return nil, fmt.Errorf("starting Tekton: %w", err)
 	}
-	// Argo last: argoharness.Start gives itself a clock of its own, after the set-up's time so far.
+	// Argo last: its harness may wait for another suite's Argo lock, and the set-up's deadline
+	// keeps running through that wait (argoharness.Start gives itself a clock of its own after it).
 	podOpts, err := s.PodRunnerOptions()
 	if err != nil {
 		tk.Stop()

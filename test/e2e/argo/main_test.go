@@ -85,7 +85,7 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	// The controller, the executor's build and the plugin's readiness, beside the other suites.
+	// Another Argo suite may hold the machine's Argo lock for a while (argoharness).
 	start, stop = context.WithTimeout(ctx, 20*time.Minute)
 	harness, err = argoharness.Start(start, argoharness.Options{
 		Kubeconfig: env.Kubeconfig, Config: env.Config, Scheme: env.Scheme, ReadyTimeout: testenv.Timeout, RequeueTime: requeue,

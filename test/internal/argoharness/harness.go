@@ -5,10 +5,9 @@
 // that pod's `argoexec agent` containers as local processes with the pod's own env. The plugin
 // and the agent authenticate as their ServiceAccounts, so manifests/argo's RBAC is exercised.
 //
-// argoexec hard-codes /var/run/argo, so the agents run in mount namespaces of their own (util-linux
-// unshare, as root) whose /var/run/argo is a directory of the harness's or the agent's, and the
-// plugins listen on ports of their own: harnesses of test binaries that go test runs in parallel,
-// and the Workflows of one harness (RunAgentWithSidecar), run side by side.
+// argoexec hard-codes /var/run/argo (so this needs root) and the plugin listens on the port
+// manifests/argo names: one harness runs at a time on a machine, which Start ensures with a
+// file lock (go test runs packages in parallel).
 package argoharness
 
 import (
@@ -46,9 +45,14 @@ import (
 // Namespace is where Argo's controller, the workflows and the plugin live (the manifests' own).
 const Namespace = "argo"
 
-// TokenDir is where `argoexec agent init` writes the plugin's token (hard-coded in argoexec): in
-// an agent's mount namespace, under the directory it sees as /var/run/argo.
+// PluginAddr is the plugin's address: the first containerPort of manifests/argo/plugin.yaml.
+const PluginAddr = "127.0.0.1:7356"
+
+// TokenDir is where `argoexec agent init` writes the plugin's token (hard-coded in argoexec).
 const TokenDir = "/var/run/argo/trainstep-executor-plugin"
+
+// lockFile serialises harnesses across test binaries: they share TokenDir and PluginAddr.
+const lockFile = "/var/run/argo/.trainstep-argoharness.lock"
 
 // Poll is the interval of the harness's own waits.
 const Poll = 100 * time.Millisecond
@@ -95,10 +99,7 @@ type Harness struct {
 	pluginStop context.CancelFunc
 	pluginDone chan struct{}
 	opts       Options
-	// argoRun is what the agents of RunAgent see as /var/run/argo, and pluginAddr where the
-	// harness's one plugin listens (manifests/argo's port is every harness's on one machine).
-	argoRun    string
-	pluginAddr string
+	lock       *os.File
 	mu         sync.Mutex
 	logs       map[string]*harnessutil.SyncBuffer
 	pids       map[string]int
@@ -156,11 +157,15 @@ func executorImage(assets string) string {
 // CRDDir is the directory of Argo's CRDs in ARGO_ASSETS.
 func CRDDir(assets string) string { return filepath.Join(assets, "crds") }
 
-// setUpTimeout bounds what Start does (the controller, the executor's build, the plugin's
-// readiness): as long as a suite's whole set-up may take.
-const setUpTimeout = 10 * time.Minute
+// lockWait bounds the wait for the suites that run Argo before this one.
+const lockWait = 25 * time.Minute
 
-// Start applies Argo's prerequisites and manifests/argo in Namespace, starts the workflow-controller
+// setUpAfterLock bounds what Start does once it holds the lock (the controller, the executor's
+// build, the plugin's readiness): as long as a suite's whole set-up may take.
+const setUpAfterLock = 10 * time.Minute
+
+// Start takes the machine's Argo lock (waiting while another suite holds it, up to lockWait),
+// applies Argo's prerequisites and manifests/argo in Namespace, starts the workflow-controller
 // and the plugin binary, and returns once the plugin is ready. Argo's CRDs must be installed.
 // The processes run until Stop.
 func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
@@ -196,9 +201,17 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 		}}); err != nil {
 		return nil, err
 	}
-	// The set-up's own clock: a caller's deadline (the suite's set-up timeout) may have run
-	// through the stack's start already.
-	ctx, cancelSetUp := context.WithTimeout(context.WithoutCancel(ctx), setUpTimeout)
+	// The wait for another Argo suite is not the suite's set-up: three suites share the lock
+	// (test/realstack/argo, test/e2e/argo, test/conformance), and under `go test ./...` one may
+	// queue behind both others for longer than realstack.SetUpTimeout. go test's -timeout bounds it.
+	lockCtx, cancelLock := context.WithTimeout(context.WithoutCancel(ctx), lockWait)
+	defer cancelLock()
+	if h.lock, err = acquireLock(lockCtx); err != nil {
+		return nil, err
+	}
+	// The set-up's own clock starts once the lock is held: a caller's deadline (the suite's
+	// set-up timeout) kept running through the wait and killed the executor's build after it.
+	ctx, cancelSetUp := context.WithTimeout(context.WithoutCancel(ctx), setUpAfterLock)
 	defer cancelSetUp()
 	if h.workdir, err = os.MkdirTemp("", "trainstep-argoharness-"); err != nil {
 		return nil, err
@@ -251,23 +264,14 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building the executor: %w\n%s", err, out)
 	}
-	h.argoRun = filepath.Join(h.workdir, "var-run-argo")
-	token, err := tokenFile(h.argoRun)
-	if err != nil {
+	if err := os.MkdirAll(TokenDir, 0o770); err != nil {
+		return nil, fmt.Errorf("creating %s (argoexec hard-codes it; run as root): %w", TokenDir, err)
+	}
+	if err := os.WriteFile(filepath.Join(TokenDir, "token"), []byte("placeholder"), 0o440); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(token), 0o770); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(token, []byte("placeholder"), 0o440); err != nil {
-		return nil, err
-	}
-	if h.pluginAddr, err = freeAddr(); err != nil {
-		return nil, err
-	}
-	// No metrics listener: its port (manifests/argo's) would be every harness's.
 	h.pluginArgs = []string{"argo-plugin", "--kubeconfig", pluginCfg, "--namespace", Namespace,
-		"--addr", h.pluginAddr, "--token-file", token, "--hold-max", "10s", "--requeue", "1s", "--metrics-addr", "off"}
+		"--addr", PluginAddr, "--token-file", filepath.Join(TokenDir, "token"), "--hold-max", "10s", "--requeue", "1s"}
 	if err := h.startPlugin(ctx); err != nil {
 		return nil, err
 	}
@@ -286,7 +290,7 @@ func (h *Harness) startPlugin(ctx context.Context) error {
 	h.mu.Lock()
 	h.pluginStop, h.pluginDone = stop, done
 	h.mu.Unlock()
-	return h.waitReady(ctx, h.pluginAddr, "plugin")
+	return h.waitReady(ctx, PluginAddr, "plugin")
 }
 
 // waitReady waits for the plugin process logged as name to answer /readyz at addr.
@@ -375,8 +379,8 @@ func ready(ctx context.Context, addr string) (bool, error) {
 	return true, nil
 }
 
-// Stop ends the processes (interrupt, then kill after a delay) and removes the work directory
-// (the token with it).
+// Stop ends the processes (interrupt, then kill after a delay), removes the token and the work
+// directory, and releases the lock.
 func (h *Harness) Stop() {
 	h.cancel()
 	for _, d := range h.done {
@@ -387,6 +391,12 @@ func (h *Harness) Stop() {
 	}
 	if h.Pods != nil {
 		_ = h.Pods.Close()
+	}
+	if h.lock != nil { // the token is another suite's while it holds the lock
+		if err := os.RemoveAll(TokenDir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		releaseLock(h.lock)
 	}
 }
 

@@ -72,76 +72,63 @@ func Output(n *wfv1.NodeStatus, name string) string {
 // RunAgent waits for the agent pod the controller creates for the workflow and runs its
 // containers as local processes: `argoexec agent init` (writes the plugin's token), then
 // `argoexec agent main` (calls the plugin, patches the WorkflowTaskSet) until the test ends.
-// The agent calls the harness's one plugin process, which reads the harness's one token: two
-// agents at once lock each other out (RunAgentWithSidecar does not).
+// The agent calls the harness's one plugin process, which reads the one TokenDir: two agents at
+// once lock each other out (RunAgentWithSidecar does not).
 func (h *Harness) RunAgent(t testing.TB, wfName string, timeout time.Duration) {
 	t.Helper()
 	pod, initC, mainC := h.agentPod(t, wfName, timeout)
-	token, err := tokenFile(h.argoRun)
-	require.NoError(t, err)
-	// The init container writes a fresh token for each agent pod (into a directory it makes:
-	// argoexec refuses one that exists); the plugin re-reads the file.
-	require.NoError(t, os.RemoveAll(filepath.Dir(token)))
-	h.runAgent(t, wfName, pod, initC, mainC, h.argoRun, h.pluginAddr, "plugin")
+	// The init container writes a fresh token for each agent pod; the plugin re-reads the file.
+	require.NoError(t, os.RemoveAll(TokenDir))
+	init := h.agentCommand(t.Context(), pod, initC)
+	out, err := init.CombinedOutput()
+	require.NoError(t, err, "argoexec agent init: %s", out)
+	_, err = os.Stat(TokenDir + "/token")
+	require.NoError(t, err, "argoexec agent init must write the plugin's token")
+	h.runAgentMain(t, wfName, func(ctx context.Context) *exec.Cmd { return h.agentCommand(ctx, pod, mainC) }, "plugin")
 }
 
 // RunAgentWithSidecar is RunAgent with the agent pod's own plugin sidecar, as a cluster runs it:
-// a plugin process of its own on a port of its own, reading the token the agent's init container
-// wrote under a /var/run/argo of the agent's own. Workflows whose agents run this way run side by
-// side. The sidecar stops after the agent, when the test ends.
+// a plugin process of its own on a port of its own, and the agent's containers in a mount
+// namespace whose /var/run/argo (argoexec hard-codes it) is a directory of their own, where the
+// plugin reads its token. Workflows whose agents run this way run side by side. The sidecar stops
+// after the agent, when the test ends.
 func (h *Harness) RunAgentWithSidecar(t testing.TB, wfName string, timeout time.Duration) {
 	t.Helper()
 	pod, initC, mainC := h.agentPod(t, wfName, timeout)
-	argoRun := filepath.Join(h.workdir, "agents", pod.Name)
-	require.NoError(t, os.MkdirAll(argoRun, 0o770))
-	addr, err := freeAddr()
+	varRunArgo := filepath.Join(h.workdir, "agents", pod.Name)
+	require.NoError(t, os.MkdirAll(varRunArgo, 0o770))
+	rel, err := filepath.Rel(argoRunDir, TokenDir)
 	require.NoError(t, err)
-	h.runAgent(t, wfName, pod, initC, mainC, argoRun, addr, "plugin "+wfName)
-}
-
-// runAgent runs the agent pod's containers in a mount namespace whose /var/run/argo is argoRun,
-// calling the plugin at addr (logged as plugin). For a sidecar (plugin is not the harness's one
-// plugin) it starts that plugin after the init container, as the kubelet does, and stops it
-// after the agent.
-func (h *Harness) runAgent(t testing.TB, wfName string, pod *corev1.Pod, initC, mainC *corev1.Container, argoRun, addr, plugin string) {
-	t.Helper()
-	token, err := tokenFile(argoRun)
-	require.NoError(t, err)
-	inPod := func(cmd *exec.Cmd) *exec.Cmd {
+	token := filepath.Join(varRunArgo, rel, "token")
+	addr := freeAddr(t)
+	ownNamespace := func(cmd *exec.Cmd) *exec.Cmd {
 		cmd.Env = append(cmd.Env, "ARGO_PLUGIN_ADDRESSES="+`["http://`+addr+`"]`)
 		// unshare execs the shell, and the shell execs argoexec: the command's process is argoexec.
 		cmd.Args = append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-			`mount --bind "$0" ` + argoRunDir + ` && exec "$@"`, argoRun, cmd.Path}, cmd.Args[1:]...)
+			`mount --bind "$0" ` + argoRunDir + ` && exec "$@"`, varRunArgo, cmd.Path}, cmd.Args[1:]...)
 		cmd.Path = unshareBin(t)
 		return cmd
 	}
-	init := inPod(h.agentCommand(t.Context(), pod, initC))
+
+	// As in the pod: the init container first (it writes the token), then the sidecar and main.
+	init := ownNamespace(h.agentCommand(t.Context(), pod, initC))
 	out, err := init.CombinedOutput()
 	require.NoError(t, err, "argoexec agent init: %s", out)
 	_, err = os.Stat(token)
 	require.NoError(t, err, "argoexec agent init must write the plugin's token")
 
-	if plugin != "plugin" {
-		args := withFlag(withFlag(h.pluginArgs, "--addr", addr), "--token-file", token)
-		ctx, stop := context.WithCancel(h.procCtx)
-		done, err := h.startProcess(ctx, plugin, nil, h.bin, args...)
-		require.NoError(t, err)
-		t.Cleanup(func() { // registered before the agent's, so it runs after: the sidecar outlives the agent
-			stop()
-			<-done
-		})
-		require.NoError(t, h.waitReady(t.Context(), addr, plugin), "the agent's plugin sidecar")
-	}
-	h.runAgentMain(t, wfName, func(ctx context.Context) *exec.Cmd { return inPod(h.agentCommand(ctx, pod, mainC)) }, plugin)
-}
-
-// tokenFile is the plugin's token file under argoRun, a directory an agent sees as /var/run/argo.
-func tokenFile(argoRun string) (string, error) {
-	rel, err := filepath.Rel(argoRunDir, TokenDir)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(argoRun, rel, "token"), nil
+	name := "plugin " + wfName
+	// No metrics listener: its port is the harness's one plugin's.
+	args := withFlag(withFlag(withFlag(h.pluginArgs, "--addr", addr), "--token-file", token), "--metrics-addr", "off")
+	ctx, stop := context.WithCancel(h.procCtx)
+	done, err := h.startProcess(ctx, name, nil, h.bin, args...)
+	require.NoError(t, err)
+	t.Cleanup(func() { // registered before the agent's, so it runs after: the sidecar outlives the agent
+		stop()
+		<-done
+	})
+	require.NoError(t, h.waitReady(t.Context(), addr, name), "the agent's plugin sidecar")
+	h.runAgentMain(t, wfName, func(ctx context.Context) *exec.Cmd { return ownNamespace(h.agentCommand(ctx, pod, mainC)) }, name)
 }
 
 // argoRunDir is the directory argoexec hard-codes: an agent pod's emptyDir in a cluster.
@@ -216,13 +203,13 @@ func (h *Harness) runAgentMain(t testing.TB, wfName string, command func(context
 }
 
 // freeAddr is a loopback address with a port no one listens on now.
-func freeAddr() (string, error) {
+func freeAddr(t testing.TB) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
+	require.NoError(t, err)
 	addr := l.Addr().String()
-	return addr, l.Close()
+	require.NoError(t, l.Close())
+	return addr
 }
 
 // withFlag is args with flag's value replaced.
