@@ -851,7 +851,7 @@ timeout: 4m
 ` + extra
 }
 
-// TestConformance runs every scenario through every face, all at once (the Argo face's steps four
+// TestConformance runs every scenario through every face, all at once (the Argo face's steps two
 // at a time: argoSlots): each step has its own namespace (Argo: its own Workflow, agent and plugin
 // sidecar), and none changes what the stack shares (the node log is realstack.NodeLog throughout).
 func TestConformance(t *testing.T) {
