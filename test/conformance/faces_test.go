@@ -281,9 +281,9 @@ func declaredOutputs(t *testing.T, doc string) []string {
 // argoSlots bounds the Argo face's steps at once. Each runs its own agent and plugin sidecar (a
 // process that lists and watches the namespace's Workflows and TrainJobs). With every scenario's
 // Argo step at once beside the other faces' steps, the stack's controllers and kwok fell minutes
-// behind on 2 cores (an initializer's and a lost node's failure not seen within 3m); four at a
-// time passed alone but not beside make test's other suites; two keep the stack's load near what
-// it was with one.
+// behind on 2 cores (an initializer's and a lost node's failure not seen within 3m). Four at a
+// time passed alone, but beside make test's other suites (with the Argo suites' machine-wide
+// lock removed too) two rows fell behind; two at a time keeps the load near what one had.
 var argoSlots = make(chan struct{}, 2)
 
 func (argoFace) run(t *testing.T, sc scenario) result {
