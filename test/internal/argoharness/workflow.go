@@ -3,7 +3,6 @@ package argoharness
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,11 +78,7 @@ func (h *Harness) RunAgent(t testing.TB, wfName string, timeout time.Duration) {
 	pod, initC, mainC := h.agentPod(t, wfName, timeout)
 	// The init container writes a fresh token for each agent pod; the plugin re-reads the file.
 	require.NoError(t, os.RemoveAll(TokenDir))
-	init := h.agentCommand(t.Context(), pod, initC)
-	out, err := init.CombinedOutput()
-	require.NoError(t, err, "argoexec agent init: %s", out)
-	_, err = os.Stat(TokenDir + "/token")
-	require.NoError(t, err, "argoexec agent init must write the plugin's token")
+	runAgentInit(t, h.agentCommand(t.Context(), pod, initC), TokenDir+"/token")
 	h.runAgentMain(t, wfName, func(ctx context.Context) *exec.Cmd { return h.agentCommand(ctx, pod, mainC) }, "plugin")
 }
 
@@ -100,7 +95,7 @@ func (h *Harness) RunAgentWithSidecar(t testing.TB, wfName string, timeout time.
 	rel, err := filepath.Rel(argoRunDir, TokenDir)
 	require.NoError(t, err)
 	token := filepath.Join(varRunArgo, rel, "token")
-	addr := freeAddr(t)
+	addr := harnessutil.FreeAddr(t)
 	ownNamespace := func(cmd *exec.Cmd) *exec.Cmd {
 		cmd.Env = append(cmd.Env, "ARGO_PLUGIN_ADDRESSES="+`["http://`+addr+`"]`)
 		// unshare execs the shell, and the shell execs argoexec: the command's process is argoexec.
@@ -111,11 +106,7 @@ func (h *Harness) RunAgentWithSidecar(t testing.TB, wfName string, timeout time.
 	}
 
 	// As in the pod: the init container first (it writes the token), then the sidecar and main.
-	init := ownNamespace(h.agentCommand(t.Context(), pod, initC))
-	out, err := init.CombinedOutput()
-	require.NoError(t, err, "argoexec agent init: %s", out)
-	_, err = os.Stat(token)
-	require.NoError(t, err, "argoexec agent init must write the plugin's token")
+	runAgentInit(t, ownNamespace(h.agentCommand(t.Context(), pod, initC)), token)
 
 	name := "plugin " + wfName
 	// No metrics listener: its port is the harness's one plugin's.
@@ -202,14 +193,13 @@ func (h *Harness) runAgentMain(t testing.TB, wfName string, command func(context
 	})
 }
 
-// freeAddr is a loopback address with a port no one listens on now.
-func freeAddr(t testing.TB) string {
+// runAgentInit runs `argoexec agent init` (init) to its end and checks it wrote token.
+func runAgentInit(t testing.TB, init *exec.Cmd, token string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
+	out, err := init.CombinedOutput()
+	require.NoError(t, err, "argoexec agent init: %s", out)
+	_, err = os.Stat(token)
+	require.NoError(t, err, "argoexec agent init must write the plugin's token")
 }
 
 // withFlag is args with flag's value replaced.
