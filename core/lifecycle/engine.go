@@ -40,6 +40,16 @@ type Step struct {
 	Identity trainjob.Identity
 	// Deadlines are the attempt's timeout and startTimeout, counted from Deadlines.Since.
 	Deadlines trainjob.Deadlines
+	// Begun is when the face began this attempt, where it keeps no better record (`executor
+	// run`: its process's start): with Deadlines.Since zero, the timeout counts from it while
+	// the step has no TrainJob of its own (a create that keeps failing), and so do the
+	// deadlines of a job it only follows (share.go), which another step created earlier.
+	Begun time.Time
+	// FirstSince is when the step's first attempt began, as the face knows it (Argo: the node
+	// or the Retry node around its attempts; Tekton: the first attempt's start); zero when it
+	// does not know. Every TrainJob carries it (annotationFirstSince), so lost-seconds counts
+	// every earlier attempt, even one whose TrainJob a deadline deleted.
+	FirstSince time.Time
 	// Recorded is the name of the TrainJob the face's record says this attempt created ("" when
 	// none): a recorded job that the apiserver no longer has was deleted by someone, and the step
 	// fails instead of training again from zero.
@@ -54,6 +64,8 @@ type Step struct {
 	faceAttempt int
 	retryOf     string
 	stepSince   time.Time
+	// firstSince is FirstSince as a retry's TrainJob inherits it from the job it replaces.
+	firstSince time.Time
 }
 
 // Cluster is a face's view of the cluster.
@@ -273,7 +285,7 @@ func (e *Engine) stop(ctx context.Context, s Step, tj *trainer.TrainJob) Status 
 			return st
 		}
 		if err == nil && len(trainjob.Holders(fresh)) > 0 {
-			deleted, left, err := release(ctx, e.Writer, fresh, s.Identity.OwnerUID)
+			deleted, left, err := release(ctx, e.Writer, fresh, s.Identity.OwnerUID, ownerRef(s.Identity)...)
 			st.Deleted, st.Released, st.Err = deleted, !deleted && left > 0 && err == nil, err
 			if st.Released {
 				st.Message = strings.TrimPrefix(releasedNote(st.Name, left), "; ")

@@ -46,7 +46,8 @@ func (e *Engine) decide(ctx context.Context, s Step, tj *trainer.TrainJob) (trai
 		return trainjob.Verdict{}, err
 	}
 	snap.Now = e.now()
-	v := trainjob.Decide(snap, s.Deadlines)
+	d := deadlinesFor(s, tj)
+	v := trainjob.Decide(snap, d)
 	if len(snap.Pods) == 0 && (v.Phase == trainjob.PhaseSucceeded || v.Reason == trainjob.ReasonStartTimeout) {
 		pods, err := e.podsBeforeVerdict(ctx, s, tj)
 		if err != nil {
@@ -54,7 +55,7 @@ func (e *Engine) decide(ctx context.Context, s Step, tj *trainer.TrainJob) (trai
 		}
 		if len(pods) > 0 {
 			snap.Pods = pods
-			v = trainjob.Decide(snap, s.Deadlines)
+			v = trainjob.Decide(snap, d)
 		}
 	}
 	return v, nil
@@ -96,7 +97,7 @@ func (e *Engine) conclude(ctx context.Context, s Step, tj *trainer.TrainJob, v t
 		v.Observation = obs
 		st.Observation, st.Kept, st.Err = trainjob.ConcludeKeep(ctx, e.Writer, v)
 	case v.Delete && len(trainjob.Holders(tj)) > 0:
-		deleted, left, err := release(ctx, e.Writer, tj, s.Identity.OwnerUID)
+		deleted, left, err := release(ctx, e.Writer, tj, s.Identity.OwnerUID, ownerRef(s.Identity)...)
 		if apierrors.IsForbidden(err) {
 			st.Message += e.mayNotDelete(obs, err)
 			return st
@@ -185,24 +186,56 @@ func (e *Engine) tails() *trainjob.Tails {
 	return e.Tails
 }
 
-// maxEarlierAttempts bounds how many earlier attempts' names a step's end reads: an attempt
-// number is the user's (--attempt), and the first found is the earliest.
+// maxEarlierAttempts bounds how many earlier attempts' names a step reads: an attempt number
+// is the user's (--attempt), and the first found is the earliest.
 const maxEarlierAttempts = 64
 
-// lost is the time earlier attempts of the step spent before tj, this attempt's, was created:
-// from the earliest of their TrainJobs the cache still has (each attempt's name is its
-// identity's) to tj. Zero for a first attempt, or when the earlier jobs are gone.
-func (e *Engine) lost(ctx context.Context, s Step, tj *trainer.TrainJob) *time.Duration {
-	d := time.Duration(0)
+// firstSince is when the step's first attempt began, for a TrainJob it creates
+// (annotationFirstSince): as the face knows it, or the job a retry replaces carries it, or the
+// earliest earlier attempt's job the cache still has says; for a first attempt, now.
+func (e *Engine) firstSince(ctx context.Context, s Step) time.Time {
+	switch {
+	case !s.FirstSince.IsZero():
+		return s.FirstSince
+	case !s.firstSince.IsZero():
+		return s.firstSince
+	}
+	if at, ok := e.earlierStart(ctx, s); ok {
+		return at
+	}
+	return e.now()
+}
+
+// earlierStart is when the earliest of the step's earlier attempts whose TrainJob the cache
+// still has began (each attempt's name is its identity's): its first-since, else its creation.
+func (e *Engine) earlierStart(ctx context.Context, s Step) (time.Time, bool) {
 	for a := 0; a < min(s.Identity.Attempt, maxEarlierAttempts); a++ {
 		id := s.Identity
 		id.Attempt = a
 		earlier := &trainer.TrainJob{}
-		if e.Cache.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: id.Name()}, earlier) != nil || !id.Adopts(earlier) {
+		if e.Cache.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: id.Name()}, earlier) != nil || !id.Adopts(earlier) {
 			continue
 		}
-		d = max(tj.CreationTimestamp.Sub(earlier.CreationTimestamp.Time), 0)
-		break
+		return firstSinceOf(earlier), true
 	}
+	return time.Time{}, false
+}
+
+// lost is the time earlier attempts of the step spent before tj, this attempt's, was created:
+// from when the step's first attempt began (what tj carries, what the face knows, or the
+// earliest earlier job still there) to tj's creation. Zero for the step's first TrainJob.
+func (e *Engine) lost(ctx context.Context, s Step, tj *trainer.TrainJob) *time.Duration {
+	d := time.Duration(0)
+	if s.Identity.Attempt == 0 || !s.Identity.Adopts(tj) {
+		return &d
+	}
+	first := firstSinceOf(tj)
+	if f := s.FirstSince; !f.IsZero() && f.Before(first) {
+		first = f
+	}
+	if at, ok := e.earlierStart(ctx, s); ok && at.Before(first) {
+		first = at
+	}
+	d = max(tj.CreationTimestamp.Sub(first), 0)
 	return &d
 }

@@ -37,6 +37,11 @@ const (
 	// annotationStepSince is when the step's first TrainJob of the face's attempt began (or
 	// Deadlines.Since): the step's timeout bounds all its retries together.
 	annotationStepSince = "trainstep.dev/step-since"
+	// annotationFirstSince, on every TrainJob a step creates, is when the step's first attempt
+	// began: the face's (Step.FirstSince), else inherited from the job a retry replaces or an
+	// earlier attempt's job, else the job's own creation. lost-seconds counts from it, so an
+	// earlier attempt's time is counted even after its TrainJob is gone.
+	annotationFirstSince = "trainstep.dev/first-since"
 )
 
 // retries is the step's retry.limit: 0 when it does not retry itself. A stop counts them too: it
@@ -83,9 +88,9 @@ func (e *Engine) current(ctx context.Context, s Step, found *trainer.TrainJob) (
 			return sinceOfRetry(at, i, tj), tj, nil
 		}
 	}
-	at := inner(s, 0)
-	at.Recorded = ""
-	return at, nil, nil
+	// No retry of the attempt has a job: the face's record, when it has one, names a job the
+	// step follows (share.go), which held() reads, or one someone deleted (recorded()).
+	return inner(s, 0), nil, nil
 }
 
 // findRetry reads retry i's TrainJob: the first by Find (an earlier release may have made it
@@ -149,7 +154,7 @@ func (e *Engine) retry(ctx context.Context, s Step, tj *trainer.TrainJob, v trai
 		return Status{Observation: obs, Trouble: true, Wake: earliest(at, e.deadline(s))}, true
 	}
 	next := inner(s, i+1)
-	next.Recorded, next.retryOf, next.stepSince = "", tj.Name, since
+	next.Recorded, next.retryOf, next.stepSince, next.firstSince = "", tj.Name, since, firstSinceOf(tj)
 	st := e.submit(ctx, next)
 	switch {
 	case st.Err != nil:
@@ -162,7 +167,7 @@ func (e *Engine) retry(ctx context.Context, s Step, tj *trainer.TrainJob, v trai
 		return end, true
 	}
 	if v.Delete {
-		if err := trainjob.Delete(ctx, e.Writer, tj.Namespace, tj.Name); err != nil && e.Warn != nil {
+		if err := e.endReplaced(ctx, s, tj); err != nil && e.Warn != nil {
 			e.Warn(ctx, "deleting a TrainJob a deadline ended failed; its retry deletes it at its next look", err)
 		}
 	}
@@ -172,25 +177,26 @@ func (e *Engine) retry(ctx context.Context, s Step, tj *trainer.TrainJob, v trai
 }
 
 // stepSince is when the step's deadlines count from across its retries: the face's Since, else
-// when its first TrainJob began.
+// when its first TrainJob began (or the face began the attempt, when that is earlier).
 func stepSince(s Step, tj *trainer.TrainJob) time.Time {
-	if !s.Deadlines.Since.IsZero() {
-		return s.Deadlines.Since
+	if d := deadlinesFor(s, tj); !d.Since.IsZero() {
+		return d.Since
 	}
 	return tj.CreationTimestamp.Time
 }
 
-// markRetry stamps a retry's TrainJob with the job it replaces and the step's start.
-func markRetry(obj client.Object, s Step) {
-	if s.retryOf == "" {
-		return
-	}
+// markRetry stamps a retry's TrainJob with the job it replaces and the step's start, and every
+// TrainJob with when the step's first attempt began (first).
+func markRetry(obj client.Object, s Step, first time.Time) {
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[annotationRetryOf] = s.retryOf
-	annotations[annotationStepSince] = s.stepSince.UTC().Format(time.RFC3339)
+	annotations[annotationFirstSince] = first.UTC().Format(time.RFC3339)
+	if s.retryOf != "" {
+		annotations[annotationRetryOf] = s.retryOf
+		annotations[annotationStepSince] = s.stepSince.UTC().Format(time.RFC3339)
+	}
 	obj.SetAnnotations(annotations)
 }
 
@@ -214,9 +220,34 @@ func (e *Engine) replaced(ctx context.Context, s Step, tj *trainer.TrainJob) {
 	if old.DeletionTimestamp != nil || !prev.Adopts(old) || trainjob.Observe(old, nil).Phase.Terminal() {
 		return
 	}
-	if err := trainjob.Delete(ctx, e.Writer, old.Namespace, old.Name); err != nil && e.Warn != nil {
+	if len(trainjob.Holders(old)) > 0 && !prev.Holds(old) {
+		return // let go of already: it runs on for the steps of its cache key that follow it
+	}
+	prevStep := s
+	prevStep.Identity = prev
+	if err := e.endReplaced(ctx, prevStep, old); err != nil && e.Warn != nil {
 		e.Warn(ctx, "deleting the TrainJob a retry replaced failed; tried again at the next look", err)
 	}
+}
+
+// endReplaced ends a TrainJob a deadline ended and a retry replaces: it is deleted, or, when
+// other steps of its cache key follow it, let go of (share.go): it runs on for them, and their
+// own deadlines decide its end.
+func (e *Engine) endReplaced(ctx context.Context, s Step, tj *trainer.TrainJob) error {
+	if len(trainjob.Holders(tj)) == 0 {
+		return trainjob.Delete(ctx, e.Writer, tj.Namespace, tj.Name)
+	}
+	_, _, err := release(ctx, e.Writer, tj, s.Identity.OwnerUID, ownerRef(s.Identity)...)
+	return err
+}
+
+// firstSinceOf is when the step of tj began its first attempt, as tj carries it
+// (annotationFirstSince), else tj's creation (a job an earlier release made).
+func firstSinceOf(tj *trainer.TrainJob) time.Time {
+	if at, err := time.Parse(time.RFC3339, tj.Annotations[annotationFirstSince]); err == nil && at.Before(tj.CreationTimestamp.Time) {
+		return at
+	}
+	return tj.CreationTimestamp.Time
 }
 
 // TrainJobNames are the names of the TrainJobs the face's attempt of s may have, newest first:

@@ -47,6 +47,9 @@ const stopWithin = 10 * time.Second
 // TrainJob (a watch it may not make), the step is stopped: its TrainJob is deleted, unless
 // s.KeepOnStop for a stop, and the error says why.
 func (r *Runner) Run(ctx context.Context, s Step, opts RunOptions) (Status, error) {
+	if s.Begun.IsZero() {
+		s.Begun = r.now() // the timeout counts from here while no TrainJob is made (engine.go)
+	}
 	w, err := r.watch(ctx, s.Namespace, TrainJobNames(s)[retries(s)], opts) // its first TrainJob
 	if err != nil {
 		return Status{}, err
@@ -73,16 +76,20 @@ func (r *Runner) Run(ctx context.Context, s Step, opts RunOptions) (Status, erro
 			w.close()
 			next, err := r.watch(ctx, s.Namespace, st.Name, opts)
 			if err != nil {
-				return st, err // w, closed, stays for the deferred close: closing twice is harmless
+				// A step that cannot follow its job (a watch it may not make) is stopped like
+				// one whose watch ends: its retry deleted, a followed job let go of. w, closed,
+				// stays for the deferred close: closing twice is harmless.
+				return r.stop(ctx, s, st, err)
 			}
 			w, e = next, r.engine(next, opts)
 			continue
 		}
 		wake := st.Wake
 		if st.Err != nil && !errors.Is(st.Err, ErrCacheLags) {
-			// Trouble that may pass: look again with back-off, or at the next change.
+			// Trouble that may pass: look again with back-off, or at the next change, or at
+			// the step's deadline (Wake), whichever comes first.
 			delay = min(max(2*delay, backoffFirst), backoffMax)
-			wake = r.now().Add(delay)
+			wake = earliest(r.now().Add(delay), st.Wake)
 		} else {
 			delay = 0
 		}

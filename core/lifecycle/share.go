@@ -9,6 +9,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/core/stepcache"
@@ -147,10 +148,11 @@ func (e *Engine) held(ctx context.Context, s Step) (*trainer.TrainJob, error) {
 
 // release lets go of ownerUID's hold on a shared TrainJob: the job is deleted when no other
 // step holds it, and otherwise left running for them, the owner's hold and owner reference
-// taken off. Both writes are preconditioned on the version read, so a hold added since is a
-// Conflict (the caller reads again) rather than a job deleted under a step that just joined.
-// left is how many other steps' holds remain.
-func release(ctx context.Context, w client.Writer, tj *trainer.TrainJob, ownerUID string) (deleted bool, left int, err error) {
+// taken off (the reference whose UID is ownerUID, or one of refs: `executor run`'s owner is its
+// step pod, not the run whose UID keys its hold). Both writes are preconditioned on the version
+// read, so a hold added since is a Conflict (the caller reads again) rather than a job deleted
+// under a step that just joined. left is how many other steps' holds remain.
+func release(ctx context.Context, w client.Writer, tj *trainer.TrainJob, ownerUID string, refs ...types.UID) (deleted bool, left int, err error) {
 	left = trainjob.OtherHolders(tj, ownerUID)
 	if left == 0 {
 		uid, rv := tj.UID, tj.ResourceVersion
@@ -169,11 +171,21 @@ func release(ctx context.Context, w client.Writer, tj *trainer.TrainJob, ownerUI
 	delete(mine.Labels, trainjob.HoldKey(ownerUID))
 	// Its controller reference too, when the step that made the job lets go: the job must not go
 	// with that owner while others follow it.
-	mine.OwnerReferences = slices.DeleteFunc(mine.OwnerReferences, func(r metav1.OwnerReference) bool { return string(r.UID) == ownerUID })
+	mine.OwnerReferences = slices.DeleteFunc(mine.OwnerReferences, func(r metav1.OwnerReference) bool {
+		return string(r.UID) == ownerUID || slices.Contains(refs, r.UID)
+	})
 	if err := w.Patch(ctx, mine, patch); err != nil && !apierrors.IsNotFound(err) {
 		return false, left, fmt.Errorf("letting go of TrainJob %s/%s, which %d other step(s) follow: %w", tj.Namespace, tj.Name, left, err)
 	}
 	return false, left, nil
+}
+
+// ownerRef is the UID of the step's owner reference, when it has one: release takes it off.
+func ownerRef(id trainjob.Identity) []types.UID {
+	if id.Owner == nil {
+		return nil
+	}
+	return []types.UID{id.Owner.UID}
 }
 
 // followingNote begins every message of a step that follows another's TrainJob while it runs.

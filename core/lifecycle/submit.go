@@ -45,12 +45,17 @@ func (e *Engine) absent(ctx context.Context, s Step) Status {
 			return st
 		}
 	}
-	d := s.Deadlines
-	if d.Timeout > 0 && !d.Since.IsZero() && !e.now().Before(d.Since.Add(d.Timeout)) {
+	if at := e.deadline(s); !at.IsZero() && !e.now().Before(at) {
 		return Status{Observation: trainjob.Observation{Namespace: s.Namespace, Phase: trainjob.PhaseTimedOut,
-			Reason: trainjob.ReasonTimeout, Message: fmt.Sprintf("the step's timeout of %s passed before its TrainJob was created", d.Timeout)}}
+			Reason: trainjob.ReasonTimeout, Message: fmt.Sprintf("the step's timeout of %s passed before its TrainJob was created", s.Deadlines.Timeout)}}
 	}
-	return e.submit(ctx, s)
+	st := e.submit(ctx, s)
+	if st.Err != nil {
+		// Trouble that may pass (a create that keeps failing): the face looks again with
+		// back-off, and at the timeout at the latest, which ends the step above.
+		st.Wake = earliest(st.Wake, e.deadline(s))
+	}
+	return st
 }
 
 // recorded settles a TrainJob the face's record says this attempt created and the cache does
@@ -108,7 +113,7 @@ func (e *Engine) submit(ctx context.Context, s Step) Status {
 		return invalid(s, err)
 	}
 	markCached(obj, ckey, s.Identity)
-	markRetry(obj, s)
+	markRetry(obj, s, e.firstSince(ctx, s))
 	key := client.ObjectKeyFromObject(obj)
 	e.Creates.add(key, e.now()) // before the create: its watch event may come before it returns
 	tj, created, err := trainjob.Submit(ctx, submitter{Reader: e.API, Writer: e.Writer}, obj, s.Identity)
@@ -134,13 +139,36 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// deadline is when the attempt's timeout passes; zero without one.
+// deadline is when the attempt's timeout passes while it has no TrainJob to count from: from
+// Deadlines.Since, else from when the face began it (Step.Begun); zero without a timeout or
+// either.
 func (e *Engine) deadline(s Step) time.Time {
 	d := s.Deadlines
-	if d.Timeout <= 0 || d.Since.IsZero() {
+	since := d.Since
+	if since.IsZero() {
+		since = s.Begun
+	}
+	if d.Timeout <= 0 || since.IsZero() {
 		return time.Time{}
 	}
-	return d.Since.Add(d.Timeout)
+	return since.Add(d.Timeout)
+}
+
+// deadlinesFor are the step's deadlines on tj. With Deadlines.Since set they are the step's;
+// else they count from tj's creation (a restarted face keeps the deadline it had), or from
+// when the face began the attempt (Step.Begun) where that is earlier (creates that failed for a
+// while) or tj is not the step's own: a job it follows (share.go) was created by another step,
+// maybe long before this one began.
+func deadlinesFor(s Step, tj *trainer.TrainJob) trainjob.Deadlines {
+	d := s.Deadlines
+	if !d.Since.IsZero() || s.Begun.IsZero() {
+		return d
+	}
+	if s.Identity.Adopts(tj) && tj.CreationTimestamp.Time.Before(s.Begun) {
+		return d
+	}
+	d.Since = s.Begun
+	return d
 }
 
 // reasonInvalid: the step itself is invalid (Status.Invalid names the field).

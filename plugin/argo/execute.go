@@ -110,6 +110,7 @@ func (p *Plugin) execute(ctx context.Context, c *call, ready func(context.Contex
 		return p.pending(req, "", err.Error())
 	}
 	s := lifecycle.Step{Spec: req.Spec, Namespace: req.Namespace, Identity: run.id, Deadlines: req.deadlines()}
+	s.Deadlines.Since, s.FirstSince = stepTimes(run.wf, req)
 	for _, name := range lifecycle.TrainJobNames(s) {
 		if p.createdBefore(run.wf, req.Namespace, name) {
 			// This step made its TrainJob on an earlier call: if it is gone, someone deleted it.

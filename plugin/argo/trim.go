@@ -11,9 +11,11 @@ import (
 
 // trimWorkflow keeps of a cached Workflow only what the plugin reads: its identity, labels and
 // deletion (the reaper's completed/deleted), spec.shutdown, status.phase and status.startedAt
-// (the retry identity), and of each node only its trainjob output (whose TrainJob the node
-// made). A workflow's templates, arguments and the inputs, outputs and messages of all its nodes
-// are most of its bytes, and grow with the workflow, not with trainstep's steps in it.
+// (the retry identity), of each node only its trainjob output (whose TrainJob the node made),
+// and of its plugin nodes and the Retry nodes around them their name, type and start (when a
+// step's attempt and its first attempt began: since.go). A workflow's templates, arguments and
+// the inputs, outputs and messages of all its nodes are most of its bytes, and grow with the
+// workflow, not with trainstep's steps in it.
 func trimWorkflow(obj any) (any, error) {
 	wf, ok := obj.(*wfv1.Workflow)
 	if !ok {
@@ -35,19 +37,27 @@ func trimWorkflow(obj any) (any, error) {
 		Status: wfv1.WorkflowStatus{Phase: wf.Status.Phase, StartedAt: wf.Status.StartedAt, FinishedAt: wf.Status.FinishedAt},
 	}
 	for id, n := range wf.Status.Nodes {
-		if n.Outputs == nil {
+		kept := wfv1.NodeStatus{ID: n.ID, Name: n.Name, DisplayName: n.DisplayName, Phase: n.Phase}
+		keep := false
+		if n.Type == wfv1.NodeTypePlugin || (n.Type == wfv1.NodeTypeRetry && wrapsPlugin(wf.Status.Nodes, n)) {
+			kept.Type, kept.StartedAt, kept.Children = n.Type, n.StartedAt, pluginChildren(wf.Status.Nodes, n)
+			keep = true
+		}
+		if n.Outputs != nil {
+			for _, p := range n.Outputs.Parameters {
+				if p.Name == trainjob.OutName {
+					kept.Outputs = &wfv1.Outputs{Parameters: []wfv1.Parameter{p}}
+					keep = true
+				}
+			}
+		}
+		if !keep {
 			continue
 		}
-		for _, p := range n.Outputs.Parameters {
-			if p.Name != trainjob.OutName {
-				continue
-			}
-			if out.Status.Nodes == nil {
-				out.Status.Nodes = wfv1.Nodes{}
-			}
-			out.Status.Nodes[id] = wfv1.NodeStatus{ID: n.ID, Name: n.Name, DisplayName: n.DisplayName, Phase: n.Phase,
-				Outputs: &wfv1.Outputs{Parameters: []wfv1.Parameter{p}}}
+		if out.Status.Nodes == nil {
+			out.Status.Nodes = wfv1.Nodes{}
 		}
+		out.Status.Nodes[id] = kept
 	}
 	return out, nil
 }

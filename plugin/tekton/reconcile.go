@@ -210,7 +210,8 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 		return reconcile.Result{}, nil
 	}
 	d := deadlines(run, spec)
-	st := r.engine.Look(ctx, lifecycle.Step{Spec: spec, Namespace: run.Namespace, Identity: identity(run, spec), Deadlines: d, Recorded: s.extra.TrainJob})
+	st := r.engine.Look(ctx, lifecycle.Step{Spec: spec, Namespace: run.Namespace, Identity: identity(run, spec), Deadlines: d,
+		FirstSince: firstStart(run), Recorded: s.extra.TrainJob})
 	switch {
 	case st.Err != nil:
 		return r.notYet(ctx, s, st)
@@ -362,6 +363,18 @@ func (r *Reconciler) snapshot(ctx context.Context, tj *trainer.TrainJob) (trainj
 // (lifecycle.Cluster.PodsBeforeVerdict).
 func (r *Reconciler) unlabelledPods(ctx context.Context, tj *trainer.TrainJob) ([]corev1.Pod, error) {
 	return trainjob.ListPods(ctx, r.apiReader, tj)
+}
+
+// firstStart is when the run's first attempt began: each retry archives the attempt before it
+// in status.retriesStatus, its start included (retryOrFail).
+func firstStart(run *v1beta1.CustomRun) time.Time {
+	if rs := run.Status.RetriesStatus; len(rs) > 0 && rs[0].StartTime != nil {
+		return rs[0].StartTime.Time
+	}
+	if run.Status.StartTime != nil {
+		return run.Status.StartTime.Time
+	}
+	return time.Time{}
 }
 
 // deadlines are the attempt's bounds, counted from its start.
