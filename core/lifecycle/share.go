@@ -62,11 +62,19 @@ func (e *Engine) join(ctx context.Context, s Step, key string) (Status, bool) {
 		return Status{Observation: trainjob.Observation{Namespace: s.Namespace, Phase: trainjob.PhasePending, Reason: ReasonFollowing,
 			Message: msg, CacheKey: key}, Wake: e.now().Add(claimRecheck)}, true
 	}
-	return e.hold(ctx, s, claimed, key)
+	st, ok := e.hold(ctx, s, claimed, key)
+	if ok && st.Err == nil && trainjob.Observe(claimed, nil).Phase == trainjob.PhaseSucceeded {
+		// A success its own step has not stored yet (that step's next look has not come): held
+		// like a job still training, and followed to its end now, in this look, since no change
+		// of the job is left to wake the step: its outputs, stored for the steps after.
+		return e.store(ctx, s, claimed, e.follow(ctx, s, claimed)), true
+	}
+	return st, ok
 }
 
 // claimStale reads the claimed TrainJob (nil when it does not exist) and says whether the claim
-// no longer stands: the job ended or is being deleted, or was never made.
+// no longer stands: the job failed, is being deleted, succeeded longer ago than the step's
+// maxAge, or was never made.
 func (e *Engine) claimStale(ctx context.Context, s Step, c stepcache.Claim) (*trainer.TrainJob, bool, error) {
 	tj := &trainer.TrainJob{}
 	err := e.API.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: c.TrainJob}, tj)
@@ -76,9 +84,17 @@ func (e *Engine) claimStale(ctx context.Context, s Step, c stepcache.Claim) (*tr
 	case err != nil:
 		return nil, false, fmt.Errorf("reading TrainJob %s/%s, which claims the step's cache key: %w", s.Namespace, c.TrainJob, err)
 	}
-	// A claim stands while its job trains: a success is served from the store before a step
-	// claims (one the store lost, or trimmed, trains again), and a failure is never followed.
-	return tj, tj.DeletionTimestamp != nil || trainjob.Observe(tj, nil).Phase.Terminal(), nil
+	// A claim stands while its job trains, and after it succeeds until its step stores the
+	// success (which ends the claim): a step between the two is served from the job as from the
+	// store, within its maxAge counted from the success. A failure is never followed.
+	obs := trainjob.Observe(tj, nil)
+	switch {
+	case tj.DeletionTimestamp != nil:
+		return tj, true, nil
+	case obs.Phase == trainjob.PhaseSucceeded:
+		return tj, obs.CompletionTime == nil || e.now().Sub(*obs.CompletionTime) > s.Spec.Cache.MaxAge.Duration, nil
+	}
+	return tj, obs.Phase.Terminal(), nil
 }
 
 // hold makes the step one of tj's holders and says it follows it.

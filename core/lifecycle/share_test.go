@@ -171,6 +171,64 @@ func TestAStaleClaimIsTakenOver(t *testing.T) {
 	})
 }
 
+// complete marks the TrainJob name succeeded at when.
+func complete(t *testing.T, c client.Client, name string, when time.Time) {
+	t.Helper()
+	tj := job(t, c, name)
+	meta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue,
+		Reason: "JobsCompleted", Message: "jobset completed", LastTransitionTime: metav1.NewTime(when)})
+	require.NoError(t, c.Update(t.Context(), tj))
+}
+
+// A claimed TrainJob that succeeded before its step stored it (that step's next look has not
+// come: an Argo call waiting for its requeue, a face restarting) is a hit: the next step of the
+// key holds it and is served its outputs in the same look, stores them, and trains nothing; a
+// look again (a replayed call) answers the same. A success older than the step's maxAge is no
+// hit: that step trains.
+func TestAClaimedSuccessNotYetStoredIsServed(t *testing.T) {
+	t.Run("within maxAge", func(t *testing.T) {
+		e, c := engine(t, nil)
+		a, b := twoRuns(t)
+		made := e.Look(t.Context(), a)
+		require.True(t, made.Created, made.Message)
+		complete(t, c, made.Name, e.now().Add(-time.Minute))
+		entry, err := e.cache().Get(t.Context(), "ns", made.CacheKey)
+		require.NoError(t, err)
+		require.Nil(t, entry, "its step has not looked since: nothing stored")
+
+		st := e.Look(t.Context(), b)
+		require.True(t, st.Done(), st.Message)
+		assert.Equal(t, trainjob.PhaseSucceeded, st.Phase, st.Message)
+		assert.False(t, st.Created)
+		assert.Equal(t, 1, trainJobCount(t, c), "served: no second TrainJob")
+		out := st.Outputs()
+		assert.Equal(t, "true", out[trainjob.OutCacheHit])
+		assert.Equal(t, made.Name, out[trainjob.OutCachedFrom])
+		assert.Equal(t, made.Name, out[trainjob.OutName], "the job's own outputs")
+		assert.Equal(t, made.CacheKey, out[trainjob.OutCacheKey])
+		assert.True(t, b.Identity.Holds(job(t, c, made.Name)), "held, as a job it follows")
+		entry, err = e.cache().Get(t.Context(), "ns", made.CacheKey)
+		require.NoError(t, err)
+		require.NotNil(t, entry, "stored for the steps after")
+		assert.Equal(t, made.Name, entry.TrainJob)
+
+		b.Recorded = st.Name // as a face records it
+		again := e.Look(t.Context(), b)
+		assert.Equal(t, trainjob.PhaseSucceeded, again.Phase, again.Message)
+		assert.Equal(t, out, again.Outputs(), "a replayed look answers the same")
+	})
+	t.Run("past maxAge", func(t *testing.T) {
+		e, c := engine(t, nil)
+		a, b := twoRuns(t)
+		made := e.Look(t.Context(), a)
+		require.True(t, made.Created, made.Message)
+		complete(t, c, made.Name, e.now().Add(-25*time.Hour))
+		st := e.Look(t.Context(), b)
+		assert.True(t, st.Created, st.Message)
+		assert.NotEqual(t, made.Name, st.Name)
+	})
+}
+
 // lookKey is the step's cache key, as a look that trains it computes it.
 func lookKey(t *testing.T, e *Engine, s Step) string {
 	t.Helper()

@@ -91,6 +91,8 @@ type Runtime struct {
 	// HiddenBy is set on a ClusterTrainingRuntime that a TrainingRuntime of the same name in the
 	// step's namespace hides: discovery and a bare name skip it, runtime.kind still reaches it.
 	HiddenBy string
+	// SpecHash is a hash of the object's whole spec (SpecHash), for the step cache's key.
+	SpecHash string
 }
 
 // ReplicatedJob is what a replicated job of the runtime contributes to pod names.
@@ -150,6 +152,7 @@ func FromUnstructured(u *unstructured.Unstructured) (*Runtime, error) {
 		Device:      "Unknown",
 		DeviceCount: "Unknown",
 	}
+	r.SpecHash = SpecHash(u)
 	if r.Framework == "" {
 		return r, fmt.Errorf("no %s label", FrameworkLabel)
 	}

@@ -13,10 +13,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/core/runtimes"
 	"github.com/trainstep/trainstep/core/runtimes/stock"
 	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainers"
@@ -37,10 +40,16 @@ cache: {maxAge: 24h}
 
 func keyOf(t *testing.T, doc string) string {
 	t.Helper()
+	return keyOn(t, doc, stock.Source{}, trainjob.AssumedAPI)
+}
+
+// keyOn is the key of the step doc planned against the runtimes of src on a Trainer that takes api.
+func keyOn(t *testing.T, doc string, src runtimes.Source, api trainjob.API) string {
+	t.Helper()
 	s, err := step.Parse([]byte(doc))
 	require.NoError(t, err)
 	require.NoError(t, step.Invalid(s.Validate()))
-	p, err := (&trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: stock.Source{}}).Plan(context.Background(), s, "team")
+	p, err := (&trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: src, API: &api}).Plan(context.Background(), s, "team")
 	require.NoError(t, err)
 	salt := ""
 	if s.Cache != nil {
@@ -78,15 +87,100 @@ func TestKey(t *testing.T) {
 	for name, doc := range differ {
 		assert.NotEqual(t, k, keyOf(t, doc), name)
 	}
+}
 
-	s, err := step.Parse([]byte(base))
-	require.NoError(t, err)
-	p, err := (&trainjob.Planner{Trainers: trainers.Builtin(), Runtimes: stock.Source{}}).Plan(t.Context(), s, "team")
-	require.NoError(t, err)
-	p.Runtime.Image += "-next"
-	other, err := Key(p, "")
-	require.NoError(t, err)
-	assert.NotEqual(t, k, other, "the runtime's image")
+// podStep mounts a dataset's volume and names what its pods run as and where.
+const podStep = base + `pod:
+  nodeSelector: {pool: gpu}
+  serviceAccountName: trainer
+  volumes: [{name: data, persistentVolumeClaim: {claimName: datasets}}]
+  volumeMounts: [{name: data, mountPath: /data}]
+  envFrom: [{secretRef: {name: s3}, prefix: AWS_}]
+`
+
+// The pod block decides what a step trains on (the dataset's volume, the Secret it reads) on
+// every Trainer: on v2.1 it reaches the pods through spec.podTemplateOverrides, which only the
+// submitted object carries, and the key is the submitted object's.
+func TestKeyCoversThePodBlockOnEveryTrainer(t *testing.T) {
+	for _, api := range []trainjob.API{
+		{PodMechanism: trainjob.PodTemplateOverrides, MaxCommandItem: trainjob.CommandItemV22, Source: "test v2.1"},
+		{PodMechanism: trainjob.PodRuntimePatches, ActiveDeadline: true, MaxCommandItem: trainjob.CommandItemV22, Source: "test v2.2"},
+		trainjob.AssumedAPI,
+	} {
+		t.Run(api.Source, func(t *testing.T) {
+			k := keyOn(t, podStep, stock.Source{}, api)
+			assert.Equal(t, k, keyOn(t, replace(t, podStep, "timeout: 1h", "timeout: 3h"), stock.Source{}, api), "the timeout (activeDeadlineSeconds) is left out")
+			for name, doc := range map[string]string{
+				"the dataset's PVC":      replace(t, podStep, "claimName: datasets", "claimName: datasets-v2"),
+				"the nodeSelector":       replace(t, podStep, "pool: gpu", "pool: a100"),
+				"the serviceAccountName": replace(t, podStep, "serviceAccountName: trainer", "serviceAccountName: trainer-eu"),
+				"the envFrom Secret":     replace(t, podStep, "secretRef: {name: s3}", "secretRef: {name: s3-eu}"),
+			} {
+				assert.NotEqual(t, k, keyOn(t, doc, stock.Source{}, api), name)
+			}
+		})
+	}
+}
+
+// dataRuntime is a runtime with a dataset initializer, a world size and a pod template beyond the
+// part of it trainstep reads.
+const dataRuntime = `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata:
+  name: torch-data
+  labels: {trainer.kubeflow.org/framework: torch}
+spec:
+  mlPolicy: {numNodes: 1, torch: {numProcPerNode: 2}}
+  template:
+    spec:
+      replicatedJobs:
+        - name: dataset-initializer
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer}}
+            spec: {template: {spec: {containers: [{name: dataset-initializer, image: ghcr.io/kubeflow/trainer/dataset-initializer:v2.3.0}]}}}
+        - name: node
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+            spec: {template: {spec: {volumes: [{name: shm, emptyDir: {medium: Memory}}], containers: [{name: node, image: pytorch/pytorch:2.13.0}]}}}
+`
+
+// runtimeSource serves one runtime, decoded from YAML.
+type runtimeSource string
+
+func (s runtimeSource) List(context.Context, string) (runtimes.Catalog, error) {
+	u := unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(s), &u.Object); err != nil {
+		return runtimes.Catalog{}, err
+	}
+	return runtimes.NewCatalog([]unstructured.Unstructured{u}), nil
+}
+
+// The whole runtime decides what a step trains, not only the part trainstep reads: an admin who
+// changes its world size, an initializer's image or its pod template gets a miss. What only
+// names or describes the object does not change the key.
+func TestKeyCoversTheWholeRuntime(t *testing.T) {
+	k := keyOn(t, base, runtimeSource(dataRuntime), trainjob.AssumedAPI)
+	assert.Equal(t, k, keyOn(t, base, runtimeSource(dataRuntime), trainjob.AssumedAPI), "the same runtime, the same key")
+	same := map[string]string{
+		"an annotation":     replace(t, dataRuntime, "  name: torch-data\n", "  name: torch-data\n  annotations: {owner: platform}\n"),
+		"a resourceVersion": replace(t, dataRuntime, "  name: torch-data\n", "  name: torch-data\n  resourceVersion: \"42\"\n"),
+	}
+	for name, doc := range same {
+		assert.Equal(t, k, keyOn(t, base, runtimeSource(doc), trainjob.AssumedAPI), name)
+	}
+	differ := map[string]string{
+		"numProcPerNode":           replace(t, dataRuntime, "numProcPerNode: 2", "numProcPerNode: 4"),
+		"the initializer's image":  replace(t, dataRuntime, "dataset-initializer:v2.3.0", "dataset-initializer:v2.4.0"),
+		"the initializer's env":    replace(t, dataRuntime, "dataset-initializer:v2.3.0}", "dataset-initializer:v2.3.0, env: [{name: HF_HUB_OFFLINE, value: \"1\"}]}"),
+		"a toleration":             replace(t, dataRuntime, "spec: {template: {spec: {volumes:", "spec: {template: {spec: {tolerations: [{key: gpu, operator: Exists}], volumes:"),
+		"a volume":                 replace(t, dataRuntime, "medium: Memory", "medium: \"\""),
+		"a sidecar":                replace(t, dataRuntime, "containers: [{name: node,", "initContainers: [{name: proxy, image: envoy, restartPolicy: Always}], containers: [{name: node,"),
+		"the node container image": replace(t, dataRuntime, "pytorch/pytorch:2.13.0", "pytorch/pytorch:2.14.0"),
+		"the runtime's name":       strings.ReplaceAll(dataRuntime, "torch-data", "torch-data-v2"),
+	}
+	for name, doc := range differ {
+		assert.NotEqual(t, k, keyOn(t, base, runtimeSource(doc), trainjob.AssumedAPI), name)
+	}
 }
 
 func replace(t *testing.T, s, old, repl string) string {
