@@ -211,12 +211,15 @@ func logContainer(p *corev1.Pod) string {
 }
 
 // readTrainerStatus takes the progress the trainer reported: progress, time left, its metrics in
-// the order reported, and the checkpoint it resumed from, which is trainstep's and no metric.
+// the order reported, and the checkpoint it resumed from. That and report()'s count are
+// trainstep's (trainers.OwnMetricPrefix), no metrics of the function's.
 func (o *Observation) readTrainerStatus(ts *trainer.TrainerStatus) {
 	o.Progress, o.Remaining = ts.ProgressPercentage, ts.EstimatedRemainingSeconds
 	for _, m := range ts.Metrics {
 		if m.Name == trainers.ResumedFromMetric {
 			o.ResumedFrom = m.Value // its name, until the termination message names its path
+		}
+		if strings.HasPrefix(m.Name, trainers.OwnMetricPrefix) {
 			continue
 		}
 		if o.Metrics == nil {
