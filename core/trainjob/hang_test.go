@@ -6,9 +6,12 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/trainstep/trainstep/core/runtimes/stock"
+	"github.com/trainstep/trainstep/core/step"
 	"github.com/trainstep/trainstep/core/trainers"
 )
 
@@ -73,5 +76,40 @@ func TestTrainstepsOwnMetricsAreNoMetrics(t *testing.T) {
 	assert.JSONEq(t, `{"loss":"0.3"}`, outs["metrics"])
 	for name := range outs {
 		assert.NotContains(t, name, "trainstep", "an output of trainstep's own metric")
+	}
+}
+
+// A step with hangTimeout is told at plan time when it can fire: never on a Trainer with no
+// status.trainerStatus (before v2.2), else only from the first report, with the gate on.
+func TestPlanSaysWhenHangTimeoutCanFire(t *testing.T) {
+	v21 := API{PodMechanism: PodTemplateOverrides, MaxCommandItem: CommandItemV22, Source: "test v2.1"}
+	v22 := API{PodMechanism: PodRuntimePatches, ActiveDeadline: true, MaxCommandItem: CommandItemV22, Source: "test v2.2"}
+	const hangs = "framework: torch\ntrainer: {func: \"def train(): pass\"}\nhangTimeout: 30m\n"
+	for name, tc := range map[string]struct {
+		spec string
+		api  API
+		want []string
+	}{
+		"before v2.2: never": {spec: hangs, api: v21, want: []string{
+			"hangTimeout never fires here: the installed Trainer (test v2.1) has no status.trainerStatus (Trainer v2.2+)"}},
+		"v2.2+: from the first report, with the gate on": {spec: hangs, api: v22, want: []string{
+			"hangTimeout counts only from the job's first progress report", "TrainJobStatus feature gate is on (off by default)", "a job that never reports is never hung"}},
+		"no cluster: as on v2.3":       {spec: hangs, api: AssumedAPI, want: []string{"hangTimeout counts only from the job's first progress report"}},
+		"no hangTimeout: nothing said": {spec: "framework: torch\ntrainer: {func: \"def train(): pass\"}\n", api: v21},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := step.Parse([]byte(tc.spec))
+			require.NoError(t, err)
+			p, err := (&Planner{Trainers: trainers.Builtin(), Runtimes: stock.Source{}, API: &tc.api}).Plan(t.Context(), s, "team")
+			require.NoError(t, err)
+			if tc.want == nil {
+				assert.Empty(t, p.Warnings)
+				return
+			}
+			require.Len(t, p.Warnings, 1)
+			for _, w := range tc.want {
+				assert.Contains(t, p.Warnings[0], w)
+			}
+		})
 	}
 }
