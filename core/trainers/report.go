@@ -37,7 +37,8 @@ const ReportsMetric = OwnMetricPrefix + "reports"
 // Where the Trainer injected no server (its TrainJobStatus feature gate is off) it says so once
 // in the log and does nothing. `executor run --local` serves the same endpoint
 // (core/local/statusserver.go), with the same limits.
-var reporter = strings.NewReplacer("@METRIC@", ResumedFromMetric, "@REPORTS@", ReportsMetric, "@PREFIX@", OwnMetricPrefix).Replace(`def _trainstep_report(progress=None, eta=None, **metrics):
+var reporter = strings.NewReplacer("@METRIC@", ResumedFromMetric, "@REPORTS@", ReportsMetric,
+	"@PREFIX@", OwnMetricPrefix).Replace(`def _trainstep_report(progress=None, eta=None, **metrics):
     try:
         return _trainstep_report_status(progress, eta, metrics)
     except Exception as e:

@@ -208,13 +208,14 @@ func TestTheClassComesFromTheFirstFailure(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			o := Observe(followJob(at(cond(trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs"), t0.Add(time.Hour))), tc.pods)
+			failed := followJob(at(cond(trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs"), t0.Add(time.Hour)))
+			o := Observe(failed, tc.pods)
 			require.NotNil(t, o.Failure)
 			assert.Equal(t, Failure{Class: tc.class, Retryable: classRetryable[tc.class]}, *o.Failure)
 			assert.Equal(t, tc.blamed, o.FailedPod, "the log tail is the blamed pod's")
 			assert.Contains(t, o.Message, tc.inWords)
-			v := Decide(Snapshot{TrainJob: followJob(at(cond(trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs"), t0.Add(time.Hour))), Pods: tc.pods, Now: t0.Add(time.Hour)}, Deadlines{})
-			assert.Equal(t, tc.blamed, v.TailPod)
+			v := Decide(Snapshot{TrainJob: failed, Pods: tc.pods, Now: t0.Add(time.Hour)}, Deadlines{})
+			assert.Equal(t, tc.blamed, v.TailPod, "the face reads the blamed pod's log")
 		})
 	}
 }

@@ -16,8 +16,8 @@ const ReasonHung = "Hung"
 // (status.trainerStatus.lastUpdatedTime, which rank 0 sends with every post and the Trainer's
 // status server applies), or after its last resume when that is later (a preempted job
 // re-admitted reports again only once it runs). Zero when the step has no hangTimeout, the job
-// does not run, or its function never reported (functionReported): a job whose function does not
-// report has no progress to stop.
+// does not run, or its function never reported (functionReported): a job whose function does
+// not report has no progress to stop.
 func hangAt(tj *trainer.TrainJob, obs Observation, hangTimeout time.Duration) time.Time {
 	ts := tj.Status.TrainerStatus
 	if hangTimeout <= 0 || obs.Phase != PhaseRunning || !functionReported(ts) {
@@ -30,10 +30,10 @@ func hangAt(tj *trainer.TrainJob, obs Observation, hangTimeout time.Duration) ti
 	return from.Add(hangTimeout)
 }
 
-// functionReported says the status holds a post of the function's: anything but the one the command
-// script makes as a resumed run starts, before the function runs, which carries the checkpoint's
-// name alone (trainers.ResumedFromMetric). Every post of report() carries its count
-// (trainers.ReportsMetric), so a bare report() is one too.
+// functionReported says the status holds a post of the function's: anything but the one the
+// command script makes as a resumed run starts, before the function runs, which carries the
+// checkpoint's name alone (trainers.ResumedFromMetric). Every post of report() carries its
+// count (trainers.ReportsMetric), so a bare report() is one too.
 func functionReported(ts *trainer.TrainerStatus) bool {
 	if ts == nil || ts.LastUpdatedTime.IsZero() {
 		return false
