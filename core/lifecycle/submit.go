@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -124,6 +125,9 @@ func (e *Engine) submit(ctx context.Context, s Step) Status {
 		return e.createFailed(s, obj.GetName(), err)
 	}
 	msg := fmt.Sprintf("TrainJob %s is starting: 0/%d nodes running", tj.Name, plan.NumNodes())
+	if len(plan.Warnings) > 0 { // the step's first message: every face shows it
+		msg += "; " + strings.Join(plan.Warnings, "; ")
+	}
 	st := Status{Created: created, Observation: trainjob.Observation{Namespace: tj.Namespace, Name: tj.Name,
 		Phase: trainjob.PhasePending, Reason: string(trainjob.PhasePending), Message: msg,
 		Runtime: plan.Runtime.Name, Framework: tj.Labels[trainjob.LabelFramework], CacheKey: ckey}}

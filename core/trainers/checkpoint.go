@@ -18,7 +18,7 @@ const ResumedFromLine = "trainstep: resumed-from "
 // ResumedFromMetric is the status.trainerStatus metric rank 0 posts while it trains from a
 // checkpoint: the checkpoint directory's name (step-400), at most 64 characters as the Trainer
 // takes them. It is trainstep's, not the function's: no face shows it as a metric.
-const ResumedFromMetric = "trainstep.resumed-from"
+const ResumedFromMetric = OwnMetricPrefix + "resumed-from"
 
 // checkpointer is the helpers every function trainer's script defines beside report(), so the
 // same code resumes under `executor run --local` and on a cluster, with no SDK in the image:
@@ -42,7 +42,8 @@ const ResumedFromMetric = "trainstep.resumed-from"
 // (unset when none) and rank 0 prints ResumedFromLine with it, and, where the Trainer serves
 // progress, posts the checkpoint's name as the metric ResumedFromMetric (and with every
 // report() after), so a running step's message says what it resumed from before the
-// termination message does. A source that defines one of these names keeps its own.
+// termination message does. That first post, the metric alone, is no report of the function's:
+// hangTimeout does not count from it. A source that defines one of these names keeps its own.
 var checkpointer = strings.NewReplacer("@DIR@", step.CheckpointDirEnv, "@FROM@", step.ResumeFromEnv,
 	"@MARKER@", CheckpointMarker, "@LINE@", ResumedFromLine).Replace(`def _trainstep_checkpoints():
     import os, re

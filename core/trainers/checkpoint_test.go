@@ -213,7 +213,7 @@ func TestScriptReportsTheCheckpointItResumedFrom(t *testing.T) {
 	}{
 		"rank 0": {server: true, want: []map[string]any{
 			{"metrics": []any{resumed}},
-			{"progressPercentage": 10.0, "metrics": []any{map[string]any{"name": "loss", "value": "0.5"}, resumed}},
+			{"progressPercentage": 10.0, "metrics": []any{map[string]any{"name": "loss", "value": "0.5"}, map[string]any{"name": ReportsMetric, "value": "1"}, resumed}},
 		}},
 		"another rank":   {server: true, env: []string{"RANK=1"}},
 		"with no server": {env: []string{"KUBEFLOW_TRAINER_SERVER_URL="}, wantOut: ResumedFromLine},

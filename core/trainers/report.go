@@ -2,6 +2,16 @@ package trainers
 
 import "strings"
 
+// OwnMetricPrefix starts the names of trainstep's own status.trainerStatus metrics
+// (ResumedFromMetric, ReportsMetric): no face shows them as the function's metrics, and report()
+// leaves out a metric of the function's so named.
+const OwnMetricPrefix = "trainstep."
+
+// ReportsMetric is the metric every post of report() carries, how many times rank 0 has called
+// it: it tells a report of the function's from the post the command script makes as a resumed
+// run starts (ResumedFromMetric alone), which is no report, so hangTimeout does not count from it.
+const ReportsMetric = OwnMetricPrefix + "reports"
+
 // reporter is the report() helper every function trainer's script defines for the training
 // function (unless the source defines its own report): it posts progress, time left and metrics
 // to the Trainer's status server the way the Kubeflow SDK's update_trainjob_status does
@@ -11,18 +21,24 @@ import "strings"
 //	report(progress=42, eta=720, loss=0.31, acc=0.88)
 //
 // Only rank 0 posts; a call within 5 s of the last one is held back (the latest one held is
-// posted once at exit), except one with progress=100. It never raises, whatever it is handed:
+// posted once at exit), except one with progress=100. Every call is a report, a bare report()
+// (a heartbeat) and one whose values were all left out included: it posts the last values
+// reported again (the server replaces the whole trainerStatus, so posting nothing would wipe
+// what the status shows), and every post carries ReportsMetric, so it is told from the
+// command script's own post as a resumed run starts. It never raises, whatever it is handed:
 // report() runs inside the training function, and a progress line is never worth a failed run.
 // What it posts is what the Trainer's status server takes (status.trainerStatus: whole numbers,
 // metric names and values of 1 to 64 characters, at most 256 metrics; one value the server
 // refuses gets the whole report refused), so a value is made to fit or left out, said once:
 // progress and eta take numbers, "42%" and tensors (their item()), truncated and rounded; a
 // metric value is its number written as a number (a tensor's or numpy scalar's item(), repr of a
-// float, so never "tensor(0.31, grad_fn=...)"), or its text, cut to 64 characters when a str.
+// float, so never "tensor(0.31, grad_fn=...)"), or its text, cut to 64 characters when a str; a
+// metric named with OwnMetricPrefix is trainstep's, and the function's is left out.
 // Where the Trainer injected no server (its TrainJobStatus feature gate is off) it says so once
 // in the log and does nothing. `executor run --local` serves the same endpoint
 // (core/local/statusserver.go), with the same limits.
-var reporter = strings.ReplaceAll(`def _trainstep_report(progress=None, eta=None, **metrics):
+var reporter = strings.NewReplacer("@METRIC@", ResumedFromMetric, "@REPORTS@", ReportsMetric,
+	"@PREFIX@", OwnMetricPrefix).Replace(`def _trainstep_report(progress=None, eta=None, **metrics):
     try:
         return _trainstep_report_status(progress, eta, metrics)
     except Exception as e:
@@ -46,6 +62,7 @@ def _trainstep_report_status(progress, eta, metrics):
                   "so its TrainJobStatus feature gate is off on this cluster, or it predates the gate (Trainer v2.2+; turn it on: "
                   "--feature-gates=TrainJobStatus=true on the Trainer controller, or featureGates.TrainJobStatus: true in its config)", file=sys.stderr, flush=True)
         return False
+    g.count = getattr(g, "count", 0) + 1
     ts = {}
     # Progress is truncated, so 99.7% is not reported as done; time left is rounded.
     p = _trainstep_report_whole("progress", progress, 100, int)
@@ -59,14 +76,19 @@ def _trainstep_report_status(progress, eta, metrics):
         m = _trainstep_report_metric(k, v)
         if m is not None:
             ms.append(m)
-    if len(ms) > 256:
-        _trainstep_report_once("metrics", "%d metrics: the Trainer takes 256, the rest are left out" % len(ms))
-        ms = ms[:256]
+    room = 256 - len(_trainstep_report_ours(g.count))
+    if len(ms) > room:
+        _trainstep_report_once("metrics", "%d metrics: the Trainer takes 256, %d of them trainstep's own, so the rest are left out" % (len(ms), 256 - room))
+        ms = ms[:room]
     if ms:
         ts["metrics"] = ms
-    if not ts:
-        return False
-    _trainstep_report_add_resumed(ts)
+    if ts:
+        g.values = dict(ts)
+    else:
+        # A heartbeat, or values all left out: the last ones again, since the server replaces the
+        # whole trainerStatus and the post still says the function is alive.
+        ts = dict(getattr(g, "values", None) or {})
+    ts["metrics"] = list(ts.get("metrics", [])) + _trainstep_report_ours(g.count)
     ts["lastUpdatedTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     now = time.monotonic()
     if getattr(g, "last", None) is not None and now - g.last < 5 and ts.get("progressPercentage") != 100:
@@ -81,25 +103,28 @@ def _trainstep_report_status(progress, eta, metrics):
     return g.post(ts)
 
 
-def _trainstep_report_add_resumed(ts):
-    """ts with the checkpoint the run resumed from, as a metric of its own: the server replaces
-    the whole trainerStatus at each post, so every post carries it."""
+def _trainstep_report_ours(count=None):
+    """trainstep's own metrics, after the function's: how many times report() was called (count;
+    a post without it is the script's, no report) and the checkpoint the run resumed from. The
+    server replaces the whole trainerStatus at each post, so every post carries them."""
+    ours = []
+    if count is not None:
+        ours.append({"name": "@REPORTS@", "value": str(count)})
     resumed = getattr(_trainstep_report, "resumed", None)
     if resumed:
-        ms = ts.setdefault("metrics", [])
-        del ms[255:]
-        ms.append({"name": "@METRIC@", "value": resumed})
+        ours.append({"name": "@METRIC@", "value": resumed})
+    return ours
 
 
 def _trainstep_report_resumed():
     """Posts, once, what the run resumed from, where the Trainer serves progress; quietly not
-    where it does not (the log line says it, and the termination message)."""
+    where it does not (the log line says it, and the termination message). It carries no
+    count: it is no report, and hangTimeout does not count from it."""
     import os, time
     try:
         if not os.environ.get("KUBEFLOW_TRAINER_SERVER_URL"):
             return False
-        ts = {}
-        _trainstep_report_add_resumed(ts)
+        ts = {"metrics": _trainstep_report_ours()}
         ts["lastUpdatedTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         return _trainstep_report.post(ts)
     except Exception as e:
@@ -160,6 +185,9 @@ def _trainstep_report_metric(name, v):
         return None
     if not 0 < len(name) <= 64:
         _trainstep_report_once(name, "metric %s left out: the Trainer takes names of 1 to 64 characters" % name)
+        return None
+    if name.startswith("@PREFIX@"):
+        _trainstep_report_once(name, "metric %s left out: names starting @PREFIX@ are trainstep's own" % name)
         return None
     n = _trainstep_report_number(v)
     if n is not None:
@@ -224,4 +252,4 @@ def _trainstep_post_status(ts):
 
 _trainstep_report.post = _trainstep_post_status
 if "report" not in globals():
-    report = _trainstep_report`, "@METRIC@", ResumedFromMetric)
+    report = _trainstep_report`)

@@ -78,8 +78,8 @@ func TestReportPostsAsTheSDKDoes(t *testing.T) {
 			src:  "def train():\n    report(progress=10, eta=60, loss=0.5)\n    report(progress=20, loss=0.4, acc=0.9)\n",
 			code: http.StatusOK,
 			want: []map[string]any{
-				{"progressPercentage": 10.0, "estimatedRemainingSeconds": 60.0, "metrics": []any{map[string]any{"name": "loss", "value": "0.5"}}},
-				{"progressPercentage": 20.0, "metrics": []any{map[string]any{"name": "loss", "value": "0.4"}, map[string]any{"name": "acc", "value": "0.9"}}},
+				counted(1, map[string]any{"progressPercentage": 10.0, "estimatedRemainingSeconds": 60.0, "metrics": []any{map[string]any{"name": "loss", "value": "0.5"}}}),
+				counted(2, map[string]any{"progressPercentage": 20.0, "metrics": []any{map[string]any{"name": "loss", "value": "0.4"}, map[string]any{"name": "acc", "value": "0.9"}}}),
 			},
 		},
 		{
@@ -87,8 +87,8 @@ func TestReportPostsAsTheSDKDoes(t *testing.T) {
 			src:  "def train():\n    report(progress=50)\n    report(progress=60)\n    report(progress=100, loss=0.1)\n",
 			code: http.StatusOK,
 			want: []map[string]any{
-				{"progressPercentage": 50.0},
-				{"progressPercentage": 100.0, "metrics": []any{map[string]any{"name": "loss", "value": "0.1"}}},
+				counted(1, map[string]any{"progressPercentage": 50.0}),
+				counted(3, map[string]any{"progressPercentage": 100.0, "metrics": []any{map[string]any{"name": "loss", "value": "0.1"}}}),
 			},
 		},
 		{
@@ -101,7 +101,7 @@ func TestReportPostsAsTheSDKDoes(t *testing.T) {
 			name:    "a refusal is logged, never raised",
 			src:     "def train():\n    report(progress=10)\n",
 			code:    http.StatusForbidden,
-			want:    []map[string]any{{"progressPercentage": 10.0}},
+			want:    []map[string]any{counted(1, map[string]any{"progressPercentage": 10.0})},
 			wantLog: "trainstep: report(): progress not reported: HTTP Error 403",
 		},
 		{
@@ -120,6 +120,72 @@ func TestReportPostsAsTheSDKDoes(t *testing.T) {
 				assert.Equal(t, "Bearer the-token", a)
 			}
 			assert.Contains(t, out, tc.wantLog)
+		})
+	}
+}
+
+// counted is ts as report()'s post number n carries it: its metrics, then report()'s count.
+func counted(n int, ts map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range ts {
+		out[k] = v
+	}
+	ms, _ := ts["metrics"].([]any)
+	out["metrics"] = append(append([]any{}, ms...), map[string]any{"name": ReportsMetric, "value": strconv.Itoa(n)})
+	return out
+}
+
+// numbered is the metrics m0=0 … m<n-1>=n-1.
+func numbered(n int) []any {
+	ms := make([]any, n)
+	for i := range ms {
+		ms[i] = map[string]any{"name": "m" + strconv.Itoa(i), "value": strconv.Itoa(i)}
+	}
+	return ms
+}
+
+// Every report() is one, whatever it says: a bare report() (a heartbeat), and one whose values
+// were all left out, post the last values reported again (the server replaces the whole
+// trainerStatus: posting nothing would wipe the loss the status shows) with report()'s count,
+// which tells them from the command script's own post. The 5 s throttle still holds.
+func TestEveryReportPosts(t *testing.T) {
+	loss := map[string]any{"name": "loss", "value": "0.5"}
+	for _, tc := range []struct {
+		name  string
+		calls string
+		want  []map[string]any
+	}{
+		{
+			name:  "a heartbeat keeps what was reported",
+			calls: "report(progress=10, loss=0.5)\n    tick()\n    report()\n    tick()\n    report(progress='half')\n",
+			want: []map[string]any{
+				counted(1, map[string]any{"progressPercentage": 10.0, "metrics": []any{loss}}),
+				counted(2, map[string]any{"progressPercentage": 10.0, "metrics": []any{loss}}),
+				counted(3, map[string]any{"progressPercentage": 10.0, "metrics": []any{loss}}),
+			},
+		},
+		{
+			name:  "a heartbeat before anything was reported",
+			calls: "report()\n",
+			want:  []map[string]any{counted(1, map[string]any{})},
+		},
+		{
+			name:  "heartbeats within 5 s are held, the latest posted at exit",
+			calls: "report(progress=10)\n    report()\n    report()\n",
+			want: []map[string]any{
+				counted(1, map[string]any{"progressPercentage": 10.0}),
+				counted(3, map[string]any{"progressPercentage": 10.0}),
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "def train():\n    import time\n    clock = [0.0]\n    time.monotonic = lambda: clock[0]\n\n" +
+				"    def tick():\n        clock[0] += 6\n\n    " + tc.calls
+			rec, env := reportEnv(t, http.StatusOK)
+			out, _, err := runResult(t, src, env...)
+			require.NoError(t, err, out)
+			_, got := rec.requests()
+			assert.Equal(t, tc.want, got, out)
 		})
 	}
 }
@@ -150,7 +216,7 @@ func TestReportPostsTheHeldStatusOnceAtExit(t *testing.T) {
 	require.NoError(t, err, out)
 	_, got := rec.requests()
 	posted := func(i int) map[string]any {
-		return map[string]any{"progressPercentage": float64(i), "metrics": []any{map[string]any{"name": "step", "value": strconv.Itoa(i)}}}
+		return counted(i+1, map[string]any{"progressPercentage": float64(i), "metrics": []any{map[string]any{"name": "step", "value": strconv.Itoa(i)}}})
 	}
 	// One at the start of each window (t = 0, 5, 10, 15, 20 s), then the last call, at exit.
 	want := []map[string]any{posted(0), posted(10), posted(20), posted(30), posted(40), posted(49)}
@@ -204,7 +270,7 @@ func TestReportTakesWhatTrainingCodeHasAtHand(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		call    string
-		want    map[string]any // nil: nothing posted
+		want    map[string]any // what is posted beside report()'s count
 		wantLog string
 	}{
 		{
@@ -272,9 +338,22 @@ func TestReportTakesWhatTrainingCodeHasAtHand(t *testing.T) {
 			wantLog: "trainstep: report(): metric " + strings.Repeat("x", 65) + " left out",
 		},
 		{
-			name:    "nothing left to post: nothing is posted",
+			name:    "nothing left to post: a heartbeat all the same",
 			call:    "progress='half'",
+			want:    map[string]any{},
 			wantLog: "trainstep: report(): progress='half' left out",
+		},
+		{
+			name:    "a metric named as trainstep's own is left out",
+			call:    "**{'trainstep.reports': 99, 'loss': 1}",
+			want:    map[string]any{"metrics": []any{metric("loss", "1")}},
+			wantLog: "trainstep: report(): metric trainstep.reports left out: names starting trainstep. are trainstep's own",
+		},
+		{
+			name:    "more metrics than the Trainer takes: trainstep's own count among its 256",
+			call:    "**{'m%d' % i: i for i in range(300)}",
+			want:    map[string]any{"metrics": numbered(255)},
+			wantLog: "trainstep: report(): 300 metrics: the Trainer takes 256, 1 of them trainstep's own, so the rest are left out",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -285,12 +364,8 @@ func TestReportTakesWhatTrainingCodeHasAtHand(t *testing.T) {
 			assert.Contains(t, out, "report returned", "report() returned instead of raising")
 			assert.Contains(t, out, tc.wantLog)
 			_, got := rec.requests()
-			if tc.want == nil {
-				assert.Empty(t, got, out)
-				return
-			}
 			require.Len(t, got, 1, out)
-			assert.Equal(t, tc.want, got[0], out)
+			assert.Equal(t, counted(1, tc.want), got[0], out)
 			ms, _ := got[0]["metrics"].([]any)
 			for _, m := range ms {
 				v := m.(map[string]any)["value"].(string)

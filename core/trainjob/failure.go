@@ -1,7 +1,9 @@
 package trainjob
 
 import (
+	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -131,6 +133,75 @@ func podFailure(p *corev1.Pod) *Failure {
 		}
 	}
 	return nil
+}
+
+// infrastructure are the classes of a failure the cluster caused, not the code: a node whose peer
+// failed so fails too, its collective or rendezvous broken, in the code's words (exit 1).
+var infrastructure = map[FailureClass]bool{ClassOOM: true, ClassPreempted: true, ClassEvicted: true, ClassNodeLost: true}
+
+// causeWindow is how close to a code failure (a non-zero exit, or a pod that records nothing)
+// an infrastructure failure must be to be taken as its cause, even when its record is the later
+// one: the times are whole seconds from different nodes' clocks, and a node whose peer was
+// OOM-killed, preempted or evicted loses it as the peer's sockets close, within seconds. A
+// minute holds that with room; a code failure further from it is the code's own (one that
+// waits out a collective timeout, NCCL's 10 minutes, is still the infrastructure's when its
+// record is the earlier, by firstFailure's order). No infrastructure failure follows a code
+// failure because of it: JobSet deletes the other pods of a failed job, which records no cause.
+const causeWindow = time.Minute
+
+// firstFailure is the failed pod whose failure explains the job's, among failed (in index
+// order): the earliest (failedAt; a pod with no time after those with one, in index order),
+// unless that is a code failure and an infrastructure failure came within causeWindow of it.
+// Nil when failed is empty.
+func firstFailure(failed []*corev1.Pod) *corev1.Pod {
+	if len(failed) == 0 {
+		return nil
+	}
+	type failure struct {
+		pod   *corev1.Pod
+		class *Failure
+		at    time.Time
+	}
+	fs := make([]failure, len(failed))
+	for i, p := range failed {
+		fs[i] = failure{pod: p, class: podFailure(p), at: failedAt(p)}
+	}
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i].at, fs[j].at
+		return !a.IsZero() && (b.IsZero() || a.Before(b))
+	})
+	first := fs[0]
+	if first.at.IsZero() || (first.class != nil && first.class.Class != ClassCode) {
+		return first.pod
+	}
+	for _, f := range fs[1:] {
+		if f.class != nil && infrastructure[f.class.Class] && !f.at.IsZero() && f.at.Sub(first.at) <= causeWindow {
+			return f.pod
+		}
+	}
+	return first.pod
+}
+
+// failedAt is when a failed pod failed, as recorded: when something took it away (its
+// DisruptionTarget condition; its containers end a grace period later), else when its first
+// container ended with an error or OOMKilled (now or before its last restart). Zero when none
+// says.
+func failedAt(p *corev1.Pod) time.Time {
+	if c := disruptionCondition(p); c != nil && !c.LastTransitionTime.IsZero() {
+		return c.LastTransitionTime.Time
+	}
+	var at time.Time
+	for _, cs := range containerStatuses(p) {
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t == nil || (t.ExitCode == 0 && t.Reason != "OOMKilled") || t.FinishedAt.IsZero() {
+				continue
+			}
+			if at.IsZero() || t.FinishedAt.Time.Before(at) {
+				at = t.FinishedAt.Time
+			}
+		}
+	}
+	return at
 }
 
 // disruption is the class a pod's DisruptionTarget condition names, or "": who took the pod away.

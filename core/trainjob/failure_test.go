@@ -2,6 +2,7 @@ package trainjob
 
 import (
 	"testing"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
@@ -138,6 +139,83 @@ func TestDescribeFailureNamesTheDisruption(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			assert.Equal(t, tc.want, describeFailure(&tc.pod))
+		})
+	}
+}
+
+// A failed job's class is its first failure's, by when each pod failed, not by node index: the
+// nodes that fail after a peer was OOM-killed or taken away fail because it was. An
+// infrastructure failure within causeWindow of a code failure is taken as its cause, whichever
+// record came first. The message and the log tail are the pod's the class came from.
+func TestTheClassComesFromTheFirstFailure(t *testing.T) {
+	exited := func(idx int, code int32, reason string, at time.Time) corev1.Pod {
+		p := pod("job", NodeJob, idx, corev1.PodFailed)
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: NodeContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: code, Reason: reason, FinishedAt: metav1.NewTime(at)}}}}
+		return p
+	}
+	code := func(idx int, at time.Time) corev1.Pod { return exited(idx, 1, "Error", at) }
+	oom := func(idx int, at time.Time) corev1.Pod { return exited(idx, 137, "OOMKilled", at) }
+	// taken is a pod something took away at at; its container ended later, after its grace
+	// period (a last save on SIGTERM), past causeWindow.
+	taken := func(idx int, reason string, at time.Time) corev1.Pod {
+		p := exited(idx, 137, "Error", at.Add(90*time.Second))
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(at)}}
+		return p
+	}
+	oomBefore := oomRestarted(1, t0)
+	oomBefore.Status.Phase = corev1.PodFailed
+	oomBefore.Status.ContainerStatuses[0].LastTerminationState.Terminated.FinishedAt = metav1.NewTime(t0.Add(time.Minute))
+	oomBefore.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 1, Reason: "Error", FinishedAt: metav1.NewTime(t0.Add(3 * time.Minute))}}
+	cases := map[string]struct {
+		pods    []corev1.Pod
+		class   FailureClass
+		blamed  string
+		inWords string
+	}{
+		"node 1 OOM-killed, node 0 then exits 1 on its peer's loss: oom": {
+			pods: []corev1.Pod{code(0, t0.Add(5*time.Second)), oom(1, t0)}, class: ClassOOM, blamed: "job-node-1",
+			inWords: "node 1 (pod job-node-1) failed (exit code 137, OOMKilled)",
+		},
+		"both in the same second: the infrastructure failure": {
+			pods: []corev1.Pod{code(0, t0), oom(1, t0)}, class: ClassOOM, blamed: "job-node-1",
+		},
+		"a code failure and, within causeWindow after it, an OOM kill: the OOM kill": {
+			pods: []corev1.Pod{code(0, t0), oom(1, t0.Add(20*time.Second))}, class: ClassOOM, blamed: "job-node-1",
+		},
+		"a code failure, an OOM kill long after: code": {
+			pods: []corev1.Pod{code(0, t0), oom(1, t0.Add(10*time.Minute))}, class: ClassCode, blamed: "job-node-0",
+			inWords: "node 0 (pod job-node-0) failed (exit code 1)",
+		},
+		"node 1's code fails first, node 0 after it: node 1's": {
+			pods: []corev1.Pod{code(0, t0.Add(3*time.Second)), code(1, t0)}, class: ClassCode, blamed: "job-node-1",
+			inWords: "node 1 (pod job-node-1) failed (exit code 1)",
+		},
+		"preempted: from when it was taken, not when its container ended": {
+			pods:  []corev1.Pod{code(0, t0.Add(10*time.Second)), taken(1, corev1.PodReasonPreemptionByScheduler, t0)},
+			class: ClassPreempted, blamed: "job-node-1", inWords: "disrupted: PreemptionByScheduler",
+		},
+		"OOM-killed before its last restart, then exited 1; node 0 exited 1 in between: oom": {
+			pods: []corev1.Pod{code(0, t0.Add(2*time.Minute)), oomBefore}, class: ClassOOM, blamed: "job-node-1",
+		},
+		"an OOM kill long before a code failure: oom": {
+			pods: []corev1.Pod{code(0, t0.Add(time.Hour)), oom(1, t0)}, class: ClassOOM, blamed: "job-node-1",
+		},
+		"no time recorded: the first by index": {
+			pods: []corev1.Pod{code(0, time.Time{}), oom(1, time.Time{})}, class: ClassCode, blamed: "job-node-0",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			failed := followJob(at(cond(trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs"), t0.Add(time.Hour)))
+			o := Observe(failed, tc.pods)
+			require.NotNil(t, o.Failure)
+			assert.Equal(t, Failure{Class: tc.class, Retryable: classRetryable[tc.class]}, *o.Failure)
+			assert.Equal(t, tc.blamed, o.FailedPod, "the log tail is the blamed pod's")
+			assert.Contains(t, o.Message, tc.inWords)
+			v := Decide(Snapshot{TrainJob: failed, Pods: tc.pods, Now: t0.Add(time.Hour)}, Deadlines{})
+			assert.Equal(t, tc.blamed, v.TailPod, "the face reads the blamed pod's log")
 		})
 	}
 }

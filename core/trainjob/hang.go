@@ -5,19 +5,22 @@ import (
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+
+	"github.com/trainstep/trainstep/core/trainers"
 )
 
 // ReasonHung: the job ran and its reported progress stopped moving for the step's hangTimeout.
 const ReasonHung = "Hung"
 
 // hangAt is when a running job's progress counts as stopped: hangTimeout after its last report
-// (status.trainerStatus.lastUpdatedTime, which the Trainer's status server sets at every
-// report), or after its last resume when that is later (a preempted job re-admitted reports
-// again only once it runs). Zero when the step has no hangTimeout, the job does not run, or it
-// never reported: a job whose function does not report has no progress to stop.
+// (status.trainerStatus.lastUpdatedTime, which rank 0 sends with every post and the Trainer's
+// status server applies), or after its last resume when that is later (a preempted job
+// re-admitted reports again only once it runs). Zero when the step has no hangTimeout, the job
+// does not run, or its function never reported (functionReported): a job whose function does
+// not report has no progress to stop.
 func hangAt(tj *trainer.TrainJob, obs Observation, hangTimeout time.Duration) time.Time {
 	ts := tj.Status.TrainerStatus
-	if hangTimeout <= 0 || obs.Phase != PhaseRunning || ts == nil || ts.LastUpdatedTime.IsZero() {
+	if hangTimeout <= 0 || obs.Phase != PhaseRunning || !functionReported(ts) {
 		return time.Time{}
 	}
 	from := ts.LastUpdatedTime.Time
@@ -25,6 +28,19 @@ func hangAt(tj *trainer.TrainJob, obs Observation, hangTimeout time.Duration) ti
 		from = r
 	}
 	return from.Add(hangTimeout)
+}
+
+// functionReported says the status holds a post of the function's: anything but the one the
+// command script makes as a resumed run starts, before the function runs, which carries the
+// checkpoint's name alone (trainers.ResumedFromMetric). Every post of report() carries its
+// count (trainers.ReportsMetric), so a bare report() is one too.
+func functionReported(ts *trainer.TrainerStatus) bool {
+	if ts == nil || ts.LastUpdatedTime.IsZero() {
+		return false
+	}
+	resumeOnly := ts.ProgressPercentage == nil && ts.EstimatedRemainingSeconds == nil &&
+		len(ts.Metrics) == 1 && ts.Metrics[0].Name == trainers.ResumedFromMetric
+	return !resumeOnly
 }
 
 // hung fails a job whose progress stopped: it is deleted (it holds its nodes, doing nothing),

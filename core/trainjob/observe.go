@@ -157,15 +157,20 @@ func initializers(pods []corev1.Pod, jobName string) (running, done []string) {
 	return running, done
 }
 
-// blame is the pod whose log explains a failure and the container to read: the first failed
-// trainer pod; else the first failed initializer (a job whose initializer failed never ran its
-// nodes); else the first trainer pod. Empty when there is none.
+// blame is the pod whose log and class explain a failure: the failed trainer pod whose failure
+// came first (firstFailure: by when, not by node index, since the other nodes fail on losing it);
+// else the first failed initializer (a job whose initializer failed never ran its nodes); else
+// the first trainer pod. Nil when there is none.
 func blame(pods []corev1.Pod, jobName string) (pod *corev1.Pod) {
 	trainerPods := TrainerPods(pods, jobName)
+	var failed []*corev1.Pod
 	for i := range trainerPods {
 		if trainerPods[i].Status.Phase == corev1.PodFailed {
-			return &trainerPods[i]
+			failed = append(failed, &trainerPods[i])
 		}
+	}
+	if p := firstFailure(failed); p != nil {
+		return p
 	}
 	for i := range pods {
 		p := &pods[i]
@@ -206,12 +211,15 @@ func logContainer(p *corev1.Pod) string {
 }
 
 // readTrainerStatus takes the progress the trainer reported: progress, time left, its metrics in
-// the order reported, and the checkpoint it resumed from, which is trainstep's and no metric.
+// the order reported, and the checkpoint it resumed from. That and report()'s count are
+// trainstep's (trainers.OwnMetricPrefix), no metrics of the function's.
 func (o *Observation) readTrainerStatus(ts *trainer.TrainerStatus) {
 	o.Progress, o.Remaining = ts.ProgressPercentage, ts.EstimatedRemainingSeconds
 	for _, m := range ts.Metrics {
 		if m.Name == trainers.ResumedFromMetric {
 			o.ResumedFrom = m.Value // its name, until the termination message names its path
+		}
+		if strings.HasPrefix(m.Name, trainers.OwnMetricPrefix) {
 			continue
 		}
 		if o.Metrics == nil {

@@ -112,11 +112,31 @@ func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Pl
 	if errs := checkpointEnvErrors(parts, s); len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
-	plan := &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, API: api, Warnings: sel.Warnings}
+	warnings := slices.Clone(sel.Warnings)
+	if w := hangWarning(s, api); w != "" {
+		warnings = append(warnings, w)
+	}
+	plan := &Plan{Spec: s, Namespace: namespace, Trainer: t, Runtime: rt, Parts: parts, API: api, Warnings: warnings}
 	if errs := checkPodNames(&plan.Runtime, plan.NumNodes()); len(errs) > 0 {
 		return nil, step.Invalid(errs)
 	}
 	return plan, nil
+}
+
+// hangWarning says, for a step with hangTimeout, when it can fire at all: only from the job's
+// first progress report, which reaches the TrainJob only through the Trainer's status server
+// (status.trainerStatus: Trainer v2.2+, with its TrainJobStatus feature gate on, off by
+// default). Which the gate is, only the pods say (progressOff), once the job runs; an API
+// without spec.activeDeadlineSeconds is older than v2.2, the release that brought both.
+func hangWarning(s *step.Spec, api API) string {
+	if s.HangTimeout == nil {
+		return ""
+	}
+	if !api.ActiveDeadline {
+		return fmt.Sprintf("hangTimeout never fires here: the installed Trainer (%s) has no status.trainerStatus (Trainer v2.2+), so no progress report reaches the TrainJob; only timeout bounds the step", api.Source)
+	}
+	return "hangTimeout counts only from the job's first progress report (report(), the Kubeflow SDK's update_trainjob_status, its Hugging Face callback), " +
+		"and a report reaches the TrainJob only where the Trainer's TrainJobStatus feature gate is on (off by default): a job that never reports is never hung"
 }
 
 // NumNodes is the node count the TrainJob will run with.
