@@ -246,7 +246,7 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 	}
 	trainerPods := TrainerPods(pods, tj.Name)
 	o.ProgressOff = progressOff(tj, trainerPods)
-	o.TrainingStart, o.Accelerators = trainingStart(trainerPods), accelerators(tj, trainerPods)
+	o.TrainingStart, o.Accelerators = trainingStart(trainerPods), accelerators(tj)
 	for _, p := range trainerPods {
 		if p.DeletionTimestamp != nil {
 			continue // going away (a preempted or suspended job's pods): its replacement counts
