@@ -352,13 +352,16 @@ func (o Observation) terminal(phase Phase, c *metav1.Condition) Observation {
 		if o.failedWhy != "" {
 			o.Message += "; " + o.failedWhy
 		}
-		// The Trainer's own reason where it names the cause (its deadline), else the failed pod's.
+		// The Trainer's own reason where it names the cause (its deadline), else the failed pod's,
+		// else the Job JobSet names (no pods: a MultiKueue manager's job, or gone).
 		switch o.Failure = ReasonFailure(c.Reason); {
 		case o.Failure != nil:
 		case o.failedBy != nil:
 			o.Failure = o.failedBy
 		default:
-			o.Failure = Classified(ClassUnknown) // the pods are gone, or say nothing
+			if o.Failure = jobSetFailure(o.Name, c); o.Failure == nil {
+				o.Failure = Classified(ClassUnknown) // the pods are gone, or say nothing
+			}
 		}
 	}
 	if note := o.metricCollisions(); note != "" {
