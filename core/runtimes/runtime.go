@@ -23,6 +23,7 @@ const (
 	AncestorDataset    = "dataset-initializer"
 	AncestorModel      = "model-initializer"
 	NodeContainer      = "node"
+	NodeJob            = "node"
 	TorchTune          = "torchtune"
 	ClusterKind        = "ClusterTrainingRuntime"
 	NamespacedKind     = "TrainingRuntime"
@@ -79,6 +80,13 @@ type Runtime struct {
 	// Device and DeviceCount describe the trainer container's accelerator, as the SDK lists them.
 	Device      string
 	DeviceCount string
+	// Resources are what one node's container gets when the step's resourcesPerNode does not say
+	// otherwise (its accelerators, core/trainjob cost.go): the "node" container of the replicated
+	// job named node, where there is one (an MPI runtime's nodes; its trainer-labelled job is the
+	// launcher), else of the trainer's. Not in the step cache's key (a Runtime is hashed whole
+	// there, core/stepcache): Device and DeviceCount carry the accelerator into it already, and a
+	// new field would change every key.
+	Resources corev1.ResourceRequirements `json:"-"`
 	// HasDatasetInitializer / HasModelInitializer: the runtime has those replicated jobs.
 	HasDatasetInitializer bool
 	HasModelInitializer   bool
@@ -164,6 +172,26 @@ func FromUnstructured(u *unstructured.Unstructured) (*Runtime, error) {
 	if !found {
 		return r, fmt.Errorf("no spec.mlPolicy")
 	}
+	r.readPolicy(policy)
+	jobs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "replicatedJobs")
+	for _, j := range jobs {
+		if job, ok := j.(map[string]any); ok {
+			if err := r.readReplicatedJob(job); err != nil {
+				return r, err
+			}
+		}
+	}
+	if r.Image == "" {
+		return r, fmt.Errorf("no replicated job labelled %s=%s with a %q container that has an image", AncestorLabel, AncestorTrainer, NodeContainer)
+	}
+	if err := r.readNodeResources(jobs); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// readPolicy reads spec.mlPolicy: the node count, the policy and MPI's settings.
+func (r *Runtime) readPolicy(policy map[string]any) {
 	if n, ok, _ := unstructured.NestedInt64(policy, "numNodes"); ok && n > 0 {
 		r.NumNodes = int32(n)
 	}
@@ -181,57 +209,82 @@ func FromUnstructured(u *unstructured.Unstructured) (*Runtime, error) {
 		}
 		r.RunLauncherAsNode, _, _ = unstructured.NestedBool(policy, "mpi", "runLauncherAsNode")
 	}
-	jobs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "replicatedJobs")
+}
+
+// readReplicatedJob reads one replicated job of the JobSet template: its share of pod names,
+// which initializer it is, and, for the trainer's, its node container.
+func (r *Runtime) readReplicatedJob(job map[string]any) error {
+	ancestor, _, _ := unstructured.NestedString(job, "template", "metadata", "labels", AncestorLabel)
+	rj := ReplicatedJob{Ancestor: ancestor, Replicas: 1, Completions: 1}
+	rj.Name, _, _ = unstructured.NestedString(job, "name")
+	if n, ok, _ := unstructured.NestedInt64(job, "replicas"); ok {
+		rj.Replicas = int32(n)
+	}
+	if n, ok, _ := unstructured.NestedInt64(job, "template", "spec", "completions"); ok {
+		rj.Completions = int32(n)
+	}
+	ctrs, _, _ := unstructured.NestedSlice(job, "template", "spec", "template", "spec", "containers")
+	for _, c := range ctrs {
+		if cm, ok := c.(map[string]any); ok {
+			if n, ok := cm["name"].(string); ok {
+				rj.Containers = append(rj.Containers, n)
+			}
+		}
+	}
+	inits, _, _ := unstructured.NestedSlice(job, "template", "spec", "template", "spec", "initContainers")
+	rj.InitContainers = len(inits)
+	r.ReplicatedJobs = append(r.ReplicatedJobs, rj)
+	switch ancestor {
+	case AncestorDataset:
+		r.HasDatasetInitializer = true
+	case AncestorModel:
+		r.HasModelInitializer = true
+	case AncestorTrainer:
+		for _, c := range ctrs {
+			if cm, ok := c.(map[string]any); ok && cm["name"] == NodeContainer {
+				return r.readNodeContainer(cm)
+			}
+		}
+	}
+	return nil
+}
+
+// readNodeContainer reads the trainer's node container: what spec.trainer overrides, and the
+// resources one node gets.
+func (r *Runtime) readNodeContainer(cm map[string]any) error {
+	var ctr corev1.Container
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cm, &ctr); err != nil {
+		return fmt.Errorf("reading its %q container: %w", NodeContainer, err)
+	}
+	r.Image, r.Command, r.Args, r.Env = ctr.Image, ctr.Command, ctr.Args, ctr.Env
+	r.Resources = ctr.Resources
+	r.Device, r.DeviceCount = device(ctr.Resources.Limits)
+	return nil
+}
+
+// readNodeResources takes a node's resources from the replicated job named node, where there is
+// one: an MPI runtime labels its launcher the trainer (readNodeContainer read that one's), and a
+// node is what the job's node count multiplies; a launcher often asks for no accelerator at all.
+func (r *Runtime) readNodeResources(jobs []any) error {
 	for _, j := range jobs {
 		job, ok := j.(map[string]any)
-		if !ok {
+		if !ok || job["name"] != NodeJob {
 			continue
-		}
-		ancestor, _, _ := unstructured.NestedString(job, "template", "metadata", "labels", AncestorLabel)
-		rj := ReplicatedJob{Ancestor: ancestor, Replicas: 1, Completions: 1}
-		rj.Name, _, _ = unstructured.NestedString(job, "name")
-		if n, ok, _ := unstructured.NestedInt64(job, "replicas"); ok {
-			rj.Replicas = int32(n)
-		}
-		if n, ok, _ := unstructured.NestedInt64(job, "template", "spec", "completions"); ok {
-			rj.Completions = int32(n)
 		}
 		ctrs, _, _ := unstructured.NestedSlice(job, "template", "spec", "template", "spec", "containers")
 		for _, c := range ctrs {
-			if cm, ok := c.(map[string]any); ok {
-				if n, ok := cm["name"].(string); ok {
-					rj.Containers = append(rj.Containers, n)
-				}
+			cm, ok := c.(map[string]any)
+			if !ok || cm["name"] != NodeContainer {
+				continue
 			}
-		}
-		inits, _, _ := unstructured.NestedSlice(job, "template", "spec", "template", "spec", "initContainers")
-		rj.InitContainers = len(inits)
-		r.ReplicatedJobs = append(r.ReplicatedJobs, rj)
-		switch ancestor {
-		case AncestorDataset:
-			r.HasDatasetInitializer = true
-		case AncestorModel:
-			r.HasModelInitializer = true
-		case AncestorTrainer:
-			containers, _, _ := unstructured.NestedSlice(job, "template", "spec", "template", "spec", "containers")
-			for _, c := range containers {
-				cm, ok := c.(map[string]any)
-				if !ok || cm["name"] != NodeContainer {
-					continue
-				}
-				var ctr corev1.Container
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cm, &ctr); err != nil {
-					return r, fmt.Errorf("reading its %q container: %w", NodeContainer, err)
-				}
-				r.Image, r.Command, r.Args, r.Env = ctr.Image, ctr.Command, ctr.Args, ctr.Env
-				r.Device, r.DeviceCount = device(ctr.Resources.Limits)
+			var ctr corev1.Container
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cm, &ctr); err != nil {
+				return fmt.Errorf("reading the %q container of replicated job %s: %w", NodeContainer, NodeJob, err)
 			}
+			r.Resources = ctr.Resources
 		}
 	}
-	if r.Image == "" {
-		return r, fmt.Errorf("no replicated job labelled %s=%s with a %q container that has an image", AncestorLabel, AncestorTrainer, NodeContainer)
-	}
-	return r, nil
+	return nil
 }
 
 func device(limits corev1.ResourceList) (string, string) {

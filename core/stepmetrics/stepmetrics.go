@@ -54,13 +54,20 @@ func (e *Ended) Collectors() []prometheus.Collector {
 }
 
 // Observe counts one ended step from its observation. A cost it does not know (a step that
-// ended before its TrainJob did, or without one) adds nothing.
+// ended before its TrainJob did, or without one) adds nothing, and neither does a step the step
+// cache served (obs.Cached): a hit, whose outputs are the stored ones of the job that trained,
+// and a step that followed another step's TrainJob. Each TrainJob's cost is counted once, by
+// the step that made it; a follower counts nothing even when that step let go of the job before
+// its end (it was stopped, or timed out), so the counters never count a job twice.
 func (e *Ended) Observe(obs trainjob.Observation) {
 	class := NoFailure
 	if obs.Failure != nil {
 		class = string(obs.Failure.Class)
 	}
 	e.steps.WithLabelValues(obs.Namespace, string(obs.Phase), class).Inc()
+	if obs.Cached != nil {
+		return
+	}
 	outs := obs.Outputs()
 	for _, b := range buckets {
 		if v, err := strconv.ParseFloat(outs[b.output], 64); err == nil && v > 0 {

@@ -1,7 +1,9 @@
 package trainjob
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,41 +26,42 @@ const (
 // CostOutputNames are the cost outputs, in OutputNames' order.
 var CostOutputNames = []string{OutInitializing, OutTraining, OutLost, OutGPUHours}
 
-// acceleratorWords pick the accelerators among a node's resources: nvidia.com/gpu, amd.com/gpu,
-// gpu.intel.com/i915, google.com/tpu, habana.ai/gaudi, aws.amazon.com/neuron and the like. A
-// cpu, memory or storage request is not one.
-var acceleratorWords = []string{"gpu", "tpu", "gaudi", "neuron"}
+// AnnotationAccelerators is how many accelerators one node of the TrainJob gets, as the planner
+// counted them (Plan.Accelerators), in decimal. It is decided once, where the step's resources
+// and the runtime's are both known, and carried with the job: a face's cache keeps of a TrainJob
+// and its pods too little to count them again (TrimTrainJob, TrimPod), and a MultiKueue manager
+// has no pods at all.
+const AnnotationAccelerators = "trainstep.dev/accelerators"
 
-// isAccelerator says whether a resource is an accelerator: an extended resource (it has a
-// domain) whose name says so.
-func isAccelerator(name corev1.ResourceName) bool {
-	domain, kind, ok := strings.Cut(string(name), "/")
-	if !ok || strings.HasSuffix(domain, "kubernetes.io") {
-		return false
-	}
-	for _, w := range acceleratorWords {
-		if strings.Contains(strings.ToLower(domain+"/"+kind), w) {
-			return true
-		}
-	}
-	return false
+// wholeDevices are the resources device plugins advertise for one whole accelerator each:
+// NVIDIA's, AMD's, Intel's (i915 and xe drivers), Google's TPU, Intel Gaudi, AWS Neuron devices
+// (neurondevice is the older plugins' name) and Huawei Ascend NPUs. The shares some plugins
+// advertise beside them are not accelerators and never counted: HAMi's nvidia.com/gpumem and
+// nvidia.com/gpucores, Intel's gpu.intel.com/millicores, gpu.intel.com/memory.max and
+// gpu.intel.com/tiles, AWS's aws.amazon.com/neuroncore (a core of a device), Ascend's virtual
+// NPUs (huawei.com/Ascend910-4c). A name is matched as written: device plugins advertise these
+// in exactly this case.
+var wholeDevices = []corev1.ResourceName{
+	"nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe", "google.com/tpu",
+	"habana.ai/gaudi", "aws.amazon.com/neuron", "aws.amazon.com/neurondevice",
+	"huawei.com/Ascend910", "huawei.com/Ascend310", "huawei.com/Ascend310P",
 }
 
-// accelerators counts the accelerators one node asks for: the TrainJob's resourcesPerNode, else
-// what the runtime gave its first trainer pod. Limits first: an extended resource's request,
-// when set, equals its limit.
-func accelerators(tj *trainer.TrainJob, trainerPods []corev1.Pod) int64 {
-	var res *corev1.ResourceRequirements
-	if t := tj.Spec.Trainer; t != nil && t.ResourcesPerNode != nil {
-		res = t.ResourcesPerNode
-	} else if len(trainerPods) > 0 && len(trainerPods[0].Spec.Containers) > 0 {
-		res = &trainerPods[0].Spec.Containers[0].Resources
-	}
-	if res == nil {
-		return 0
-	}
-	var n int64
+// migPrefix names a MIG instance of an NVIDIA GPU, nvidia.com/mig-<profile> (what a step's
+// mig-<profile> becomes, core/trainers): one instance counts as one accelerator.
+const migPrefix = "nvidia.com/mig-"
+
+// isAccelerator reports whether a resource is an accelerator: one of wholeDevices, or a MIG
+// instance.
+func isAccelerator(name corev1.ResourceName) bool {
+	return slices.Contains(wholeDevices, name) || strings.HasPrefix(string(name), migPrefix)
+}
+
+// countAccelerators counts the accelerators in a container's resources. Limits first: an
+// extended resource's request, when set, equals its limit.
+func countAccelerators(res corev1.ResourceRequirements) int64 {
 	for _, list := range []corev1.ResourceList{res.Limits, res.Requests} {
+		var n int64
 		for name, q := range list {
 			if isAccelerator(name) {
 				n += q.Value()
@@ -67,6 +70,53 @@ func accelerators(tj *trainer.TrainJob, trainerPods []corev1.Pod) int64 {
 		if n > 0 {
 			return n
 		}
+	}
+	return 0
+}
+
+// Accelerators is how many accelerators one node of the step's TrainJob gets: counted in its
+// node container's resources as the Trainer resolves them, the runtime's node container's with
+// the step's resourcesPerNode over them. Trainer v2.3 lays them over key by key (trainer#3602):
+// a step that asks for cpu and memory keeps the runtime's GPUs. Earlier releases replace the
+// runtime's resources whole with the step's. The v2.3 schema is known by the grace period its
+// pod block takes (API.GracePeriod).
+func (p *Plan) Accelerators() int64 {
+	step := p.Parts.Resources
+	if step == nil || (step.Limits == nil && step.Requests == nil) {
+		return countAccelerators(p.Runtime.Resources)
+	}
+	if !p.API.GracePeriod {
+		return countAccelerators(*step)
+	}
+	return countAccelerators(corev1.ResourceRequirements{
+		Limits:   overlay(p.Runtime.Resources.Limits, step.Limits),
+		Requests: overlay(p.Runtime.Resources.Requests, step.Requests),
+	})
+}
+
+// overlay is base with over's quantities in place of its own, key by key.
+func overlay(base, over corev1.ResourceList) corev1.ResourceList {
+	out := maps.Clone(base)
+	if out == nil && over != nil {
+		out = corev1.ResourceList{}
+	}
+	maps.Copy(out, over)
+	return out
+}
+
+// accelerators is how many accelerators one node of tj gets: the planner's count
+// (AnnotationAccelerators). A TrainJob an earlier release made has none: its resourcesPerNode
+// is counted the same way, and a runtime's own accelerators, which it never recorded, are 0.
+// Never a pod's: a cached pod keeps no resources, and an MPI job's first trainer pod is its
+// launcher.
+func accelerators(tj *trainer.TrainJob) int64 {
+	if v, ok := tj.Annotations[AnnotationAccelerators]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			return n
+		}
+	}
+	if t := tj.Spec.Trainer; t != nil && t.ResourcesPerNode != nil {
+		return countAccelerators(*t.ResourcesPerNode)
 	}
 	return 0
 }

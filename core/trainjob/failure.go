@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // FailureClass says why a step failed, in a small documented set a pipeline can act on
@@ -96,6 +97,40 @@ const (
 	// kueueMaxExecutionTime is Kueue's deactivation past the Workload's maximum execution time.
 	kueueMaxExecutionTime = kueueDeactivated + "DueToMaximumExecutionTimeExceeded"
 )
+
+// JobSet's Failed reasons, which the Trainer copies onto the TrainJob's Failed condition with
+// their message (JobSet v0.8 to v0.12): "<what happened> (first failed job: <its name>)", a Job
+// named <jobset>-<replicated job>-<index>, the JobSet named as the TrainJob.
+const (
+	reasonJobSetFailedJobs  = "FailedJobs"
+	reasonJobSetMaxRestarts = "ReachedMaxRestarts"
+	reasonJobSetFailAction  = "FailJobSetFailurePolicyAction"
+	firstFailedJob          = "(first failed job: "
+)
+
+// jobSetFailure is the class a JobSet's Failed condition shows alone, with no pod to read (on a
+// MultiKueue manager, whose pods are on the worker; a job whose pods are gone): an initializer's
+// Job failed first. Nil when the Job is the trainer's: neither JobSet nor the Trainer copies
+// how its pods failed (the Job's own reason, BackoffLimitExceeded or PodFailurePolicy, and the
+// pods' exit codes and conditions stay on the Job and its pods).
+func jobSetFailure(jobName string, c *metav1.Condition) *Failure {
+	switch c.Reason {
+	case reasonJobSetFailedJobs, reasonJobSetMaxRestarts, reasonJobSetFailAction:
+		_, job, ok := strings.Cut(c.Message, firstFailedJob)
+		if !ok {
+			return nil
+		}
+		job, _, _ = strings.Cut(job, ")")
+		rj, ok := strings.CutPrefix(job, jobName+"-")
+		if i := strings.LastIndexByte(rj, '-'); i > 0 {
+			rj = rj[:i] // the Job's index
+		}
+		if ok && (rj == DatasetInitializerJob || rj == ModelInitializerJob) {
+			return Classified(ClassInitializer)
+		}
+	}
+	return nil
+}
 
 // podFailure classifies a failed pod by what Kubernetes recorded on it: its DisruptionTarget
 // condition, its status reason, its containers' terminations. An initializer's failure is the

@@ -107,6 +107,21 @@ func TestObserveClassifiesAFailure(t *testing.T) {
 		"the Trainer's deadline":        {tj: failed("DeadlineExceeded"), pods: []corev1.Pod{oom}, class: ClassTimeout},
 		"a runtime the Trainer refuses": {tj: failed("TrainingRuntimeNotSupported"), class: ClassInvalid},
 		"no pod left to read":           {tj: failed("FailedJobs"), class: ClassUnknown},
+		"no pod left, JobSet names an initializer's Job": {tj: func() *trainer.TrainJob {
+			tj := failed("FailedJobs")
+			tj.Status.Conditions[0].Message = "jobset failed due to one or more job failures (first failed job: job-model-initializer-0)"
+			return tj
+		}(), class: ClassInitializer},
+		"no pod left, JobSet names a node's Job": {tj: func() *trainer.TrainJob {
+			tj := failed("FailedJobs")
+			tj.Status.Conditions[0].Message = "jobset failed due to one or more job failures (first failed job: job-node-0)"
+			return tj
+		}(), class: ClassUnknown},
+		"another job's initializer": {tj: func() *trainer.TrainJob {
+			tj := failed("FailedJobs")
+			tj.Status.Conditions[0].Message = "jobset failed due to one or more job failures (first failed job: other-dataset-initializer-0)"
+			return tj
+		}(), class: ClassUnknown},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

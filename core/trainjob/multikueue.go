@@ -2,6 +2,7 @@ package trainjob
 
 import (
 	"fmt"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/utils/ptr"
@@ -12,7 +13,10 @@ import (
 // worker's TrainJob status whole onto the manager's. The manager has no JobSet and no pods: a
 // step there reads whether the job runs from the mirrored status (status.jobsStatus), the worker
 // cluster from the manager's Workload (status.clusterName), and says what it cannot deliver: the
-// log tail and the training function's return value are on the worker's pods.
+// log tail and the training function's return value are on the worker's pods. What it cost is
+// read from the job alone too: its accelerators from the planner's annotation, its training from
+// when trainstep recorded it started (remoteTrainingStart), and why it failed from the mirrored
+// Failed condition (jobSetFailure).
 
 // ManagedByMultiKueue is spec.managedBy of a TrainJob another cluster runs through MultiKueue.
 const ManagedByMultiKueue = "kueue.x-k8s.io/multikueue"
@@ -34,6 +38,9 @@ func (o Observation) remote(tj *trainer.TrainJob, cluster string) Observation {
 	o.Remote, o.Cluster = true, cluster
 	o.Undelivered = Undelivered
 	o.Result, o.FailedPod, o.Node0Pod = "", "", ""
+	if o.TrainingStart == nil {
+		o.TrainingStart = remoteTrainingStart(tj)
+	}
 	where := "on a worker cluster (MultiKueue)"
 	if cluster != "" {
 		where = fmt.Sprintf("on cluster %s (MultiKueue)", cluster)
@@ -69,4 +76,25 @@ func (o Observation) remote(tj *trainer.TrainJob, cluster string) Observation {
 		o.Message += fmt.Sprintf(", %d%% done", *o.Progress)
 	}
 	return o
+}
+
+// remoteTrainingStart is when a worker cluster's job began training, as near as the manager can
+// tell: no pod here shows a container's start, so it is when trainstep recorded the job started
+// (AnnotationStartedAt: the look that first saw one of its Jobs ready in the mirrored status,
+// an initializer's included), once a Job that is not an initializer's shows it ran (ready, done
+// or failed). Nil before that: a job whose initializer failed never trained.
+func remoteTrainingStart(tj *trainer.TrainJob) *time.Time {
+	started := StartedAt(tj)
+	if started.IsZero() {
+		return nil
+	}
+	for _, js := range tj.Status.JobsStatus {
+		if js.Name == DatasetInitializerJob || js.Name == ModelInitializerJob {
+			continue
+		}
+		if ptr.Deref(js.Ready, 0)+ptr.Deref(js.Succeeded, 0)+ptr.Deref(js.Failed, 0) > 0 {
+			return &started
+		}
+	}
+	return nil
 }

@@ -118,3 +118,72 @@ func TestDecideRemote(t *testing.T) {
 		})
 	}
 }
+
+// On a MultiKueue manager the mirrored status is all a step reads: the Failed condition JobSet
+// wrote on the worker (the Trainer copies it, first failed Job and all), the worker's jobsStatus,
+// and what trainstep recorded on the job (its start, its accelerators).
+func TestRemoteFailureAndCost(t *testing.T) {
+	dispatched := workloadObject("tj-uid", []any{wlCond("QuotaReserved", "True", "QuotaReserved", ""), wlCond("Admitted", "True", "Admitted", "")}, nil)
+	require.NoError(t, unstructured.SetNestedField(dispatched.Object, "worker-1", "status", "clusterName"))
+	ended := func(typ, reason, msg string) metav1.Condition {
+		c := at(cond(typ, metav1.ConditionTrue, reason), t0.Add(time.Hour))
+		c.Message = msg
+		return c
+	}
+	failed := func(reason, msg string) metav1.Condition { return ended(trainer.TrainJobFailed, reason, msg) }
+	one := ptr.To[int32](1)
+	cases := map[string]struct {
+		jobs      []trainer.JobStatus
+		end       metav1.Condition
+		class     string
+		retryable string
+		training  string
+		gpuHours  string
+	}{
+		"the trainer's Job failed: why is on the worker's pods": {
+			jobs:  []trainer.JobStatus{{Name: NodeJob, Failed: one}},
+			end:   failed("FailedJobs", "jobset failed due to one or more job failures (first failed job: job-node-0)"),
+			class: "unknown", retryable: "false", training: "3300", gpuHours: "3.667",
+		},
+		"past the JobSet's restarts on the trainer's Job": {
+			jobs:  []trainer.JobStatus{{Name: NodeJob, Failed: one}},
+			end:   failed("ReachedMaxRestarts", "jobset failed due to reaching max number of restarts (first failed job: job-node-0)"),
+			class: "unknown", retryable: "false", training: "3300", gpuHours: "3.667",
+		},
+		"the dataset initializer failed first: never trained": {
+			jobs:  []trainer.JobStatus{{Name: DatasetInitializerJob, Failed: one}, {Name: NodeJob}},
+			end:   failed("FailedJobs", "jobset failed due to one or more job failures (first failed job: job-dataset-initializer-0)"),
+			class: "initializer", retryable: "true", training: "0", gpuHours: "0",
+		},
+		"a failure policy rule failed it on the model initializer": {
+			jobs:  []trainer.JobStatus{{Name: ModelInitializerJob, Failed: one}},
+			end:   failed("FailJobSetFailurePolicyAction", "applying FailJobSet failure policy action (first failed job: job-model-initializer-0)"),
+			class: "initializer", retryable: "true", training: "0", gpuHours: "0",
+		},
+		"the Trainer's deadline": {
+			jobs:  []trainer.JobStatus{{Name: NodeJob, Ready: one, Active: one}},
+			end:   failed("DeadlineExceeded", "TrainJob exceeded its active deadline"),
+			class: "timeout", retryable: "false", training: "3300", gpuHours: "3.667",
+		},
+		"succeeded: trained from its recorded start": {
+			jobs:     []trainer.JobStatus{{Name: NodeJob, Succeeded: one}},
+			end:      ended(trainer.TrainJobComplete, "AllJobsCompleted", "jobset completed successfully"),
+			training: "3300", gpuHours: "3.667",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			j := remoteJob(tc.jobs, tc.end)
+			j.Annotations = map[string]string{AnnotationStartedAt: t0.Add(5 * time.Minute).UTC().Format(time.RFC3339), AnnotationAccelerators: "4"}
+			cached, err := TrimTrainJob(j)
+			require.NoError(t, err)
+			tj := cached.(*trainer.TrainJob)
+			v := Decide(Snapshot{TrainJob: tj, Workload: WorkloadOf(tj, []unstructured.Unstructured{dispatched}), Now: t0.Add(2 * time.Hour)}, Deadlines{})
+			out := v.Outputs()
+			assert.Equal(t, tc.class, out[OutFailureClass])
+			assert.Equal(t, tc.retryable, out[OutRetryable])
+			assert.Equal(t, tc.training, out[OutTraining])
+			assert.Equal(t, tc.gpuHours, out[OutGPUHours], "4 accelerators × 1 node × the training")
+		})
+	}
+}

@@ -254,7 +254,7 @@ func Observe(tj *trainer.TrainJob, pods []corev1.Pod) Observation {
 	}
 	trainerPods := TrainerPods(pods, tj.Name)
 	o.ProgressOff = progressOff(tj, trainerPods)
-	o.TrainingStart, o.Accelerators = trainingStart(trainerPods), accelerators(tj, trainerPods)
+	o.TrainingStart, o.Accelerators = trainingStart(trainerPods), accelerators(tj)
 	for _, p := range trainerPods {
 		if p.DeletionTimestamp != nil {
 			continue // going away (a preempted or suspended job's pods): its replacement counts
@@ -360,13 +360,16 @@ func (o Observation) terminal(phase Phase, c *metav1.Condition) Observation {
 		if o.failedWhy != "" {
 			o.Message += "; " + o.failedWhy
 		}
-		// The Trainer's own reason where it names the cause (its deadline), else the failed pod's.
+		// The Trainer's own reason where it names the cause (its deadline), else the failed pod's,
+		// else the Job JobSet names (no pods: a MultiKueue manager's job, or gone).
 		switch o.Failure = ReasonFailure(c.Reason); {
 		case o.Failure != nil:
 		case o.failedBy != nil:
 			o.Failure = o.failedBy
 		default:
-			o.Failure = Classified(ClassUnknown) // the pods are gone, or say nothing
+			if o.Failure = jobSetFailure(o.Name, c); o.Failure == nil {
+				o.Failure = Classified(ClassUnknown) // the pods are gone, or say nothing
+			}
 		}
 	}
 	if note := o.metricCollisions(); note != "" {

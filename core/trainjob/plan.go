@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -171,6 +172,7 @@ func (p *Plan) TrainJob(id Identity) *trainer.TrainJob {
 		annotations[k] = v
 	}
 	annotations[AnnotationTrainer] = p.Trainer.Kind()
+	annotations[AnnotationAccelerators] = strconv.FormatInt(p.Accelerators(), 10)
 
 	tr := &trainer.Trainer{
 		Command:          p.Parts.Command,

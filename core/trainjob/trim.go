@@ -68,14 +68,16 @@ func trimSpec(p *corev1.Pod) corev1.PodSpec {
 
 // TrimTrainJob keeps of a cached TrainJob what following it reads: its identity labels, owners,
 // creation and deletion, runtime, suspend, managedBy (a MultiKueue job runs elsewhere), node
-// count, status, and the two annotations the lifecycle and the cleanups read (started-at: the job
-// has started and startTimeout no longer applies; kept: no part of trainstep deletes it). The
-// trainer's command (the training function's source and the command script with its report()
-// helper, 11 KB of it), env, initializers, runtime patches, other annotations and managedFields
-// are most of a TrainJob's bytes, held once per TrainJob the cache sees. The faces never write a
-// TrainJob they read from the cache (a patch of metadata at most), so nothing dropped is written
-// back. Anything that is not a *trainer.TrainJob (a DeletedFinalStateUnknown tombstone) passes
-// through unchanged.
+// count, status, and the annotations the lifecycle, the cleanups and the cost outputs read
+// (started-at: the job has started and startTimeout no longer applies; kept: no part of
+// trainstep deletes it; cache-key: the step cache stores its outputs; accelerators: what a node
+// gets, for gpu-hours). A TrainJob an earlier release made carries no accelerators and keeps its
+// resourcesPerNode, which they are counted from instead. The trainer's command (the training
+// function's source and the command script with its report() helper, 11 KB of it), env,
+// initializers, runtime patches, other annotations and managedFields are most of a TrainJob's
+// bytes, held once per TrainJob the cache sees. The faces never write a TrainJob they read from
+// the cache (a patch of metadata at most), so nothing dropped is written back. Anything that is
+// not a *trainer.TrainJob (a DeletedFinalStateUnknown tombstone) passes through unchanged.
 func TrimTrainJob(obj any) (any, error) {
 	tj, ok := obj.(*trainer.TrainJob)
 	if !ok {
@@ -101,10 +103,16 @@ func TrimTrainJob(obj any) (any, error) {
 		},
 		Status: tj.Status,
 	}
-	if tj.Spec.Trainer != nil && tj.Spec.Trainer.NumNodes != nil {
-		out.Spec.Trainer = &trainer.Trainer{NumNodes: tj.Spec.Trainer.NumNodes}
+	if t := tj.Spec.Trainer; t != nil {
+		kept := trainer.Trainer{NumNodes: t.NumNodes}
+		if _, counted := tj.Annotations[AnnotationAccelerators]; !counted {
+			kept.ResourcesPerNode = t.ResourcesPerNode
+		}
+		if kept.NumNodes != nil || kept.ResourcesPerNode != nil {
+			out.Spec.Trainer = &kept
+		}
 	}
-	for _, key := range []string{AnnotationStartedAt, AnnotationKept, AnnotationCacheKey} {
+	for _, key := range []string{AnnotationStartedAt, AnnotationKept, AnnotationCacheKey, AnnotationAccelerators} {
 		if v, ok := tj.Annotations[key]; ok {
 			if out.Annotations == nil {
 				out.Annotations = map[string]string{}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
@@ -125,14 +126,16 @@ func TestTrimTrainJobKeepsWhatObserveReads(t *testing.T) {
 	created := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	tj := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "tj", Namespace: "ns", UID: "u", ResourceVersion: "7", CreationTimestamp: created,
-			Labels:          map[string]string{LabelEngine: "tekton", LabelFramework: "jax"},
-			Annotations:     map[string]string{"big": "x", AnnotationStartedAt: "2026-12-01T10:05:00Z", AnnotationKept: "timed out", AnnotationCacheKey: "0a1b"},
+			Labels: map[string]string{LabelEngine: "tekton", LabelFramework: "jax"},
+			Annotations: map[string]string{"big": "x", AnnotationStartedAt: "2026-12-01T10:05:00Z", AnnotationKept: "timed out", AnnotationCacheKey: "0a1b",
+				AnnotationAccelerators: "8"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "CustomRun", Name: "run", Controller: ptr.To(true)}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m"}}},
 		Spec: trainer.TrainJobSpec{
 			RuntimeRef: trainer.RuntimeRef{Name: "jax-distributed"},
 			Suspend:    ptr.To(true),
-			Trainer:    &trainer.Trainer{NumNodes: ptr.To(int32(3)), Command: []string{"bash", "-c", "def train(): ..."}},
+			Trainer: &trainer.Trainer{NumNodes: ptr.To(int32(3)), Command: []string{"bash", "-c", "def train(): ..."},
+				ResourcesPerNode: &corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}},
 		},
 		Status: trainer.TrainJobStatus{Conditions: []metav1.Condition{{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue}}},
 	}
@@ -143,7 +146,14 @@ func TestTrimTrainJobKeepsWhatObserveReads(t *testing.T) {
 	assert.Equal(t, tj.OwnerReferences, got.OwnerReferences)
 	assert.Equal(t, tj.ResourceVersion, got.ResourceVersion)
 	assert.Equal(t, tj.Spec.Suspend, got.Spec.Suspend)
-	assert.Equal(t, map[string]string{AnnotationStartedAt: "2026-12-01T10:05:00Z", AnnotationKept: "timed out", AnnotationCacheKey: "0a1b"}, got.Annotations, "only the start record, the kept mark and the cache key")
+	assert.Equal(t, map[string]string{AnnotationStartedAt: "2026-12-01T10:05:00Z", AnnotationKept: "timed out", AnnotationCacheKey: "0a1b", AnnotationAccelerators: "8"},
+		got.Annotations, "only the start record, the kept mark, the cache key and the accelerators")
+	assert.Nil(t, got.Spec.Trainer.ResourcesPerNode, "counted in the annotation")
+	delete(tj.Annotations, AnnotationAccelerators)
+	earlier, err := TrimTrainJob(tj.DeepCopy())
+	require.NoError(t, err)
+	assert.Equal(t, tj.Spec.Trainer.ResourcesPerNode, earlier.(*trainer.TrainJob).Spec.Trainer.ResourcesPerNode,
+		"an earlier release's job, without the annotation, is counted from its resourcesPerNode")
 	assert.True(t, Kept(got), "the cleanups leave a kept job alone, read from the cache")
 	assert.Equal(t, created.Add(5*time.Minute), StartedAt(got))
 	assert.Empty(t, got.ManagedFields)
