@@ -52,7 +52,7 @@ func retries(s Step) int {
 
 // inner is the step at its own retry i of the face's attempt (s.faceAttempt).
 func inner(s Step, i int) Step {
-	s.Identity.Attempt = s.faceAttempt*(retries(s)+1) + i
+	s.Identity = s.Identity.AtRetry(s.faceAttempt, s.faceAttempt*(retries(s)+1)+i)
 	return s
 }
 

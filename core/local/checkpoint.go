@@ -1,6 +1,9 @@
 package local
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +34,38 @@ func CheckpointRoot() (string, error) {
 // "local">/<step key>, as on a cluster's volume, the same for every attempt.
 func CheckpointDir(root, ownerUID, stepKey string) string {
 	return filepath.Join(root, filepath.FromSlash(step.StepPath(ownerUID, stepKey)))
+}
+
+// ContentKey is the step key of a step run with no --step-key: "step-" and 12 hex characters of
+// a SHA-256 of the step as parsed, as canonical JSON (keys sorted, numbers as written). Rerunning
+// the same step file finds the same directory and resumes; a step that trains something else (a
+// changed model, dataset, function, argument, runtime or pod block) gets its own, so it never
+// resumes another's checkpoint. What only bounds, names or labels the run is left out, so raising
+// a timeout after one killed the step still resumes it. Every other field, including one added
+// later, is in: a field wrongly in splits a directory, one wrongly out would mix two steps.
+func ContentKey(spec *step.Spec) (string, error) {
+	s := *spec
+	s.APIVersion, s.Kind = "", ""
+	s.Labels, s.Annotations, s.NamePrefix, s.QueueName = nil, nil, "", ""
+	s.Timeout, s.KeepOnTimeout, s.StartTimeout, s.HangTimeout = nil, false, nil, nil
+	s.Retry, s.Cache = nil, nil
+	b, err := json.Marshal(&s)
+	if err != nil {
+		return "", fmt.Errorf("hashing the step for its local checkpoint directory: %w", err)
+	}
+	// The trainer's fields are kept as the file wrote them; decoded and written again, two files
+	// that differ only in key order or spacing are the same step.
+	var v any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return "", fmt.Errorf("hashing the step for its local checkpoint directory: %w", err)
+	}
+	if b, err = json.Marshal(v); err != nil {
+		return "", fmt.Errorf("hashing the step for its local checkpoint directory: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return fmt.Sprintf("step-%x", sum[:6]), nil
 }
 
 // checkpointEnv is what a node gets for its checkpoints besides the TrainJob's own env.

@@ -44,6 +44,36 @@ func TestCheckpointDirIsOnePerOwnerAndStepKey(t *testing.T) {
 	assert.NotEqual(t, CheckpointDir("/s", "u1", "k"), CheckpointDir("/s", "u2", "k"))
 }
 
+// A step's content key is the same for the same step however its file is written, and for one
+// whose timeouts, retries or labels changed; any change to what it trains gives another.
+func TestContentKeyTellsStepsApart(t *testing.T) {
+	const base = "framework: torch\ntrainer: {func: 'def f(lr): pass', funcArgs: {lr: 0.1, epochs: 3}}\n"
+	key := func(t *testing.T, file string) string {
+		t.Helper()
+		spec, err := step.Parse([]byte(file))
+		require.NoError(t, err)
+		k, err := ContentKey(spec)
+		require.NoError(t, err)
+		return k
+	}
+	want := key(t, base)
+	assert.Regexp(t, `^step-[0-9a-f]{12}$`, want)
+	for name, file := range map[string]string{
+		"reordered and reformatted": "trainer:\n  funcArgs: {epochs: 3, lr: 0.1}\n  func: 'def f(lr): pass'\nframework: torch\n",
+		"a longer timeout, retries": base + "timeout: 2h\nhangTimeout: 10m\nretry: {limit: 2}\n",
+		"labels and a name prefix":  base + "labels: {team: a}\nnamePrefix: nightly\nqueueName: q\n",
+	} {
+		assert.Equal(t, want, key(t, file), "%s: the same step", name)
+	}
+	for name, file := range map[string]string{
+		"another argument": "framework: torch\ntrainer: {func: 'def f(lr): pass', funcArgs: {lr: 0.2, epochs: 3}}\n",
+		"another function": "framework: torch\ntrainer: {func: 'def g(lr): pass', funcArgs: {lr: 0.1, epochs: 3}}\n",
+		"another runtime":  base + "runtime: {name: my-torch}\n",
+	} {
+		assert.NotEqual(t, want, key(t, file), "%s: another step", name)
+	}
+}
+
 func TestCheckpointRoot(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", "/xdg")
 	got, err := CheckpointRoot()

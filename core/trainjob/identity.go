@@ -25,6 +25,11 @@ type Identity struct {
 	OwnerUID string
 	StepKey  string
 	Attempt  int
+	// EngineAttempt, when the step retries itself (a retry block), is the engine's attempt the
+	// TrainJob attempt Attempt is one of (lifecycle numbers them: engine attempt × (limit+1) +
+	// retry). Nil when they are the same. It is not part of the hash: it labels the job
+	// (LabelEngineAttempt) for whoever maps it back to the engine's node, the Argo janitor.
+	EngineAttempt *int
 	// Run, when the engine restarts a finished run in place (Argo's `argo retry` keeps the workflow
 	// UID, the node names and resets {{retries}}), tells one incarnation of the run from the next.
 	// Empty for engines that need none: the identity, name and labels are then what they were
@@ -139,7 +144,17 @@ func (id Identity) Labels() map[string]string {
 	if id.Run != "" {
 		l[LabelRun] = labelValue(id.Run)
 	}
+	if id.EngineAttempt != nil {
+		l[LabelEngineAttempt] = strconv.Itoa(*id.EngineAttempt)
+	}
 	return l
+}
+
+// AtRetry is the identity of TrainJob attempt attempt, made by the step's own retries within
+// the engine's attempt engineAttempt.
+func (id Identity) AtRetry(engineAttempt, attempt int) Identity {
+	id.EngineAttempt, id.Attempt = &engineAttempt, attempt
+	return id
 }
 
 // carries reports whether labels hold every one of Labels: Owns without building the map, for

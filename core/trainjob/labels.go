@@ -17,6 +17,11 @@ const (
 	LabelKueueQueue    = "kueue.x-k8s.io/queue-name"
 )
 
+// LabelEngineAttempt is the engine's attempt (Argo's {{retries}}, …) that a TrainJob of the
+// step's own retries belongs to, which its LabelAttempt is not (Identity.EngineAttempt). A job
+// without it belongs to the engine attempt LabelAttempt says.
+const LabelEngineAttempt = "trainstep.dev/engine-attempt"
+
 // The step cache's key on the TrainJob a step with a cache block creates (core/stepcache): the
 // whole key as an annotation, read by the look that sees the job succeed to store its outputs
 // (so cached TrainJobs keep it, TrimTrainJob); its first 40 characters as a label, to find the

@@ -19,6 +19,15 @@ import (
 // runLocal runs the step on this machine: the same plan and TrainJob as on a cluster, its trainer
 // command run as local processes.
 func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
+	// Where the checkpoints are is the first thing said: the directory is what a rerun resumes.
+	var ckpt string
+	if !o.dryRun {
+		dir, err := o.localCheckpoints(spec)
+		if err != nil {
+			return o.fail(err)
+		}
+		ckpt = dir
+	}
 	src, err := o.localRuntimes(ctx)
 	if err != nil {
 		return o.fail(err)
@@ -40,11 +49,10 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 		fmt.Fprintf(o.stdout, "# Trainer API: %s\n", plan.API.Source)
 		return o.printYAML(tj)
 	}
-	ckpt, err := o.localCheckpoints()
-	if err != nil {
-		return o.fail(err)
+	if err := os.MkdirAll(ckpt, 0o755); err != nil {
+		return o.fail(fmt.Errorf("making the local checkpoint directory (--checkpoint-dir): %w", err))
 	}
-	o.say("running TrainJob %s locally: runtime %s, %s, %d node(s), attempt %d; checkpoints in %s", tj.Name, plan.Runtime.Name, plan.Trainer.Kind(), plan.NumNodes(), o.attempt, ckpt)
+	o.say("running TrainJob %s locally: runtime %s, %s, %d node(s), attempt %d", tj.Name, plan.Runtime.Name, plan.Trainer.Kind(), plan.NumNodes(), o.attempt)
 	runCtx := ctx
 	if spec.Timeout != nil {
 		var cancel context.CancelFunc
@@ -74,10 +82,11 @@ func (o *runOptions) runLocal(ctx context.Context, spec *step.Spec) int {
 	return o.finish(obs)
 }
 
-// localCheckpoints is the step's checkpoint directory on this machine, made if missing: every
-// step has one, checkpoint block or not, so any step can resume locally; every attempt of the
-// same owner and step key gets the same one.
-func (o *runOptions) localCheckpoints() (string, error) {
+// localCheckpoints is the step's checkpoint directory on this machine, and says where it is:
+// every step has one, checkpoint block or not, so any step can resume locally; every attempt of
+// the same owner and step key gets the same one. Without --step-key the key is the step's content
+// (local.ContentKey), not a fixed "run": two different steps run without flags never share one.
+func (o *runOptions) localCheckpoints(spec *step.Spec) (string, error) {
 	root := o.checkpointRoot
 	if root == "" {
 		var err error
@@ -90,10 +99,17 @@ func (o *runOptions) localCheckpoints() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--checkpoint-dir: %w", err)
 	}
-	dir := local.CheckpointDir(root, o.ownerUID, o.stepKey)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("making the local checkpoint directory (--checkpoint-dir): %w", err)
+	if o.stepKey != "" {
+		dir := local.CheckpointDir(root, o.ownerUID, o.stepKey)
+		o.say("checkpoints in %s", dir)
+		return dir, nil
 	}
+	key, err := local.ContentKey(spec)
+	if err != nil {
+		return "", err
+	}
+	dir := local.CheckpointDir(root, o.ownerUID, key)
+	o.say("checkpoints in %s (this step's own, keyed by its content: running it again resumes them, a changed step starts afresh; --step-key names the directory instead)", dir)
 	return dir, nil
 }
 

@@ -49,6 +49,13 @@ trainer:
 // runLocalStep runs the step under --local and returns its exit code and its outputs.
 func runLocalStep(t *testing.T, file string, args ...string) (int, map[string]string) {
 	t.Helper()
+	code, outs, _ := runLocalStepSaying(t, file, args...)
+	return code, outs
+}
+
+// runLocalStepSaying is runLocalStep that also returns what trainstep said on stderr.
+func runLocalStepSaying(t *testing.T, file string, args ...string) (int, map[string]string, string) {
+	t.Helper()
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	argv := append([]string{"run", "-f", file, "--local", "--runtimes-from", "stock", "--no-logs", "--output-dir", out}, args...)
@@ -62,7 +69,7 @@ func runLocalStep(t *testing.T, file string, args ...string) (int, map[string]st
 		outs[e.Name()] = string(b)
 	}
 	t.Logf("executor %s: exit %d\n%s", strings.Join(args, " "), code, stderr.String())
-	return code, outs
+	return code, outs, stderr.String()
 }
 
 // A step killed mid-training on attempt 0 is retried as attempt 1 of the same owner and step
@@ -124,4 +131,43 @@ func TestLocalRetryResumesFromTheLastCheckpoint(t *testing.T) {
 			assert.Equal(t, clean["result-w"], outs["result-w"], "the resumed run ends exactly where an uninterrupted one does")
 		})
 	}
+}
+
+// Without --owner-uid and --step-key the checkpoint directory is the step's own: the same step
+// file run again resumes from it, another step (here: another function argument) starts afresh
+// beside it instead of resuming the first one's checkpoint. The first line says where it is.
+func TestLocalStepsWithoutAKeyKeepTheirOwnCheckpoints(t *testing.T) {
+	noCluster(t)
+	root := t.TempDir()
+	write := func(signal string) string {
+		f := filepath.Join(t.TempDir(), "step.yaml")
+		require.NoError(t, os.WriteFile(f, []byte(strings.Replace(resumeStep, "SIGNAL", signal, 1)), 0o644))
+		return f
+	}
+	first, other := write("SIGKILL"), write("SIGTERM")
+	dirOf := func(stderr string) string {
+		line, _, _ := strings.Cut(stderr, "\n")
+		rest, ok := strings.CutPrefix(line, "trainstep: checkpoints in ")
+		assert.True(t, ok, "the first line says where the checkpoints are: %q", line)
+		dir, _, _ := strings.Cut(rest, " ")
+		return dir
+	}
+
+	code, _, said := runLocalStepSaying(t, first, "--checkpoint-dir", root)
+	require.Equal(t, ExitFailed, code, "attempt 0 dies at step 13")
+	dir := dirOf(said)
+	assert.Equal(t, filepath.Join(root, "local"), filepath.Dir(dir))
+	assert.DirExists(t, filepath.Join(dir, "step-10"))
+
+	code, outs, said := runLocalStepSaying(t, other, "--checkpoint-dir", root, "--attempt", "1")
+	require.Equal(t, ExitSucceeded, code)
+	assert.NotEqual(t, dir, dirOf(said), "another step gets another directory")
+	assert.Empty(t, outs["resumed-from"], "another step does not resume the first one's checkpoint")
+	assert.Equal(t, "0", outs["result-start"])
+
+	code, outs, said = runLocalStepSaying(t, first, "--checkpoint-dir", root, "--attempt", "1")
+	require.Equal(t, ExitSucceeded, code)
+	assert.Equal(t, dir, dirOf(said), "the same step gets the same directory")
+	assert.Equal(t, filepath.Join(dir, "step-10"), outs["resumed-from"])
+	assert.Equal(t, "10", outs["result-start"])
 }

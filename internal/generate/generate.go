@@ -32,6 +32,7 @@ func Files() []File {
 		{Path: "manifests/argo/trainstep-executor-plugin-configmap.yaml", Make: argoPluginConfigMap},
 		{Path: "manifests/argo/README.md", Make: argoPluginReadme},
 		{Path: "README.md", Make: readmeCompatibility},
+		{Path: "core/runtimes/stock/runtimes.yaml", Make: stockRuntimes},
 	}
 }
 

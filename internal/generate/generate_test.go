@@ -23,11 +23,12 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 // Stale notices a hand edit, and Write repairs it and says which file it rewrote.
 func TestStaleFindsAndWriteRepairsAnEdit(t *testing.T) {
 	dir := t.TempDir()
-	// The generators' inputs: manifests/ (plugin.yaml beside the other manifests),
-	// and the compatibility results the README's table is made from.
+	// The generators' inputs: manifests/ (plugin.yaml beside the other manifests), the
+	// compatibility results the README's table is made from, and go.mod and go.sum, which say
+	// which Trainer module the stock runtimes come from.
 	inputs, err := filepath.Glob(filepath.Join(root, "manifests", "*", "*.yaml"))
 	require.NoError(t, err)
-	inputs = append(inputs, filepath.Join(root, "docs", "compatibility.json"))
+	inputs = append(inputs, filepath.Join(root, "docs", "compatibility.json"), filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum"))
 	files := Files()
 	for _, in := range inputs {
 		rel, err := filepath.Rel(root, in)

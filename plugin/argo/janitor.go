@@ -139,7 +139,7 @@ func orphaned(wf *wfv1.Workflow, tj *trainer.TrainJob) string {
 		// the workflow stops, and its own workflow's janitor run sees to its node.
 		return ""
 	}
-	node := stepNode(wf, key, tj.Labels[trainjob.LabelAttempt])
+	node := stepNode(wf, key, engineAttempt(tj))
 	if node == nil || !node.Phase.Fulfilled(nil) {
 		return ""
 	}
@@ -161,6 +161,17 @@ func stepNode(wf *wfv1.Workflow, key, attempt string) *wfv1.NodeStatus {
 		return child
 	}
 	return node
+}
+
+// engineAttempt is the {{retries}} a TrainJob was made for. Under the step's own retry block its
+// trainstep.dev/attempt is {{retries}} × (limit+1) + retry, and trainstep.dev/engine-attempt
+// says which {{retries}}; a job without that label (no retry block, or made before the label
+// existed) is of the attempt it is labelled with.
+func engineAttempt(tj *trainer.TrainJob) string {
+	if a, ok := tj.Labels[trainjob.LabelEngineAttempt]; ok {
+		return a
+	}
+	return tj.Labels[trainjob.LabelAttempt]
 }
 
 // retryChildName is the name Argo gives attempt N of a Retry node: parent(N).

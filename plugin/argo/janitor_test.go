@@ -40,6 +40,13 @@ func jobFor(key, attempt string) *trainer.TrainJob {
 	}}
 }
 
+// retriedJob is the TrainJob of the step's own retry block: retry of the engine's attempt
+// engine, with retry.limit limit, as lifecycle numbers and labels it.
+func retriedJob(key string, engine, retry, limit int) *trainer.TrainJob {
+	id := trainjob.Identity{Engine: Engine, OwnerUID: "uid", StepKey: key}.AtRetry(engine, engine*(limit+1)+retry)
+	return &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Annotations: id.Annotations(), Labels: id.Labels()}}
+}
+
 // followedJob is a TrainJob another workflow's step made, which this workflow's step follows
 // (docs/cache.md): its step key names the other workflow's node.
 func followedJob(key, attempt string) *trainer.TrainJob {
@@ -51,7 +58,7 @@ func followedJob(key, attempt string) *trainer.TrainJob {
 
 // The janitor finds the node a TrainJob was made for by its step key and attempt: under a
 // retryStrategy the key names the Retry parent and the attempt picks its child, so a failed
-// attempt's job goes while the next attempt's stays. The same holds of the trimmed Workflow the
+// attempt's job goes while the next attempt's stays; under the step's own retry block too. The same holds of the trimmed Workflow the
 // janitor caches.
 func TestOrphanedFollowsArgosRetries(t *testing.T) {
 	whole := retryingWorkflow()
@@ -68,6 +75,10 @@ func TestOrphanedFollowsArgosRetries(t *testing.T) {
 		"a node Argo has not recorded yet":                   {job: jobFor("wf[1].later", "0")},
 		"a job with no step key (not the plugin's)":          {job: jobFor("", "0")},
 		"a job it follows, whose node is another workflow's": {job: followedJob("wf[0].once", "0")},
+		// Under the step's own retry block (limit 2) attempt 1's retry 1 is TrainJob attempt 4, and
+		// attempt 0's retry 1 is TrainJob attempt 1: not Argo's attempt 1, whose node runs.
+		"attempt 1's own retry 1, running": {job: retriedJob("wf[0].train", 1, 1, 2)},
+		"attempt 0's own retry 1, failed":  {job: retriedJob("wf[0].train", 0, 1, 2), orphan: true},
 	}
 	for name, tc := range cases {
 		for wfName, wf := range map[string]*wfv1.Workflow{"whole": whole, "trimmed": trimmed.(*wfv1.Workflow)} {
