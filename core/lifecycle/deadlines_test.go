@@ -211,3 +211,41 @@ func TestReleaseTakesOffTheStepsOwnerReference(t *testing.T) {
 	require.True(t, st.Released, st.Message)
 	assert.Empty(t, job(t, c, made.Name).OwnerReferences, "the pod's reference is gone")
 }
+
+// trimming is a face's cache as the Argo and Tekton faces have it: every TrainJob read through
+// it is trimmed (trainjob.TrimTrainJob).
+type trimming struct{ client.Reader }
+
+func (r trimming) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := r.Reader.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if tj, ok := obj.(*trainer.TrainJob); ok {
+		out, err := trainjob.TrimTrainJob(tj.DeepCopy())
+		if err != nil {
+			return err
+		}
+		*tj = *out.(*trainer.TrainJob)
+	}
+	return nil
+}
+
+// A step's own retries read what their TrainJobs carry through the face's trimmed cache: the
+// step's timeout bounds every retry from the first one's start (step-since), and lost-seconds
+// counts from the step's first attempt (first-since), on the Argo and Tekton faces as on
+// `executor run`.
+func TestRetriesReadTheirAnnotationsThroughATrimmedCache(t *testing.T) {
+	first := retryJob(0, 0, failedAt(50*time.Minute))
+	second := replacing(retryJob(1, 50*time.Minute), first)
+	second.Annotations[annotationFirstSince] = t0.Format(time.RFC3339)
+	e, _ := engine(t, nil, first, second)
+	e.Cache = trimming{e.Cache}
+	clock := clocktesting.NewFakePassiveClock(t0.Add(61 * time.Minute))
+	e.Clock = clock
+	s := Step{Spec: parse(t, validStep+"retry: {limit: 2}\n"), Namespace: "ns", Identity: identity(),
+		Deadlines: trainjob.Deadlines{Timeout: time.Hour}}
+	st := e.Look(t.Context(), s)
+	require.NoError(t, st.Err)
+	assert.Equal(t, trainjob.PhaseTimedOut, st.Phase, "an hour after the first retry's start: %s", st.Message)
+	assert.Equal(t, "3000", st.Outputs()[trainjob.OutLost], "the first TrainJob's 50 minutes")
+}

@@ -68,10 +68,12 @@ func trimSpec(p *corev1.Pod) corev1.PodSpec {
 
 // TrimTrainJob keeps of a cached TrainJob what following it reads: its identity labels, owners,
 // creation and deletion, runtime, suspend, managedBy (a MultiKueue job runs elsewhere), node
-// count, status, and the annotations the lifecycle, the cleanups and the cost outputs read
-// (started-at: the job has started and startTimeout no longer applies; kept: no part of
-// trainstep deletes it; cache-key: the step cache stores its outputs; accelerators: what a node
-// gets, for gpu-hours). A TrainJob an earlier release made carries no accelerators and keeps its
+// count, status, and trainstep's own annotations (AnnotationPrefix), which the lifecycle, the
+// cleanups and the cost outputs read (started-at: the job has started and startTimeout no longer
+// applies; kept: no part of trainstep deletes it; cache-key: the step cache stores its outputs;
+// accelerators: what a node gets, for gpu-hours; a retry's retry-of, step-since and
+// first-since: the job it replaces and when the step began). A TrainJob an earlier release made
+// carries no accelerators and keeps its
 // resourcesPerNode, which they are counted from instead. The trainer's command (the training
 // function's source and the command script with its report() helper, 11 KB of it), env,
 // initializers, runtime patches, other annotations and managedFields are most of a TrainJob's
@@ -112,8 +114,8 @@ func TrimTrainJob(obj any) (any, error) {
 			out.Spec.Trainer = &kept
 		}
 	}
-	for _, key := range []string{AnnotationStartedAt, AnnotationKept, AnnotationCacheKey, AnnotationAccelerators} {
-		if v, ok := tj.Annotations[key]; ok {
+	for key, v := range tj.Annotations {
+		if strings.HasPrefix(key, AnnotationPrefix) {
 			if out.Annotations == nil {
 				out.Annotations = map[string]string{}
 			}
@@ -122,6 +124,10 @@ func TrimTrainJob(obj any) (any, error) {
 	}
 	return out, nil
 }
+
+// AnnotationPrefix begins every annotation trainstep writes on a TrainJob: each is a few bytes,
+// and what reads it (the lifecycle's retries, the cost outputs) reads a face's trimmed cache.
+const AnnotationPrefix = "trainstep.dev/"
 
 // StripManagedFields drops an object's managedFields (server-side apply bookkeeping trainstep
 // never reads) and the kubectl last-applied annotation, a second copy of the object.
