@@ -118,8 +118,8 @@ func TestEveryTrainJobCarriesTheStepsFirstStart(t *testing.T) {
 		existing []client.Object
 		want     time.Time
 	}{
-		"a first attempt: now":                       {want: t0.Add(time.Hour)},
-		"the face's":                                 {face: t0.Add(-2 * time.Hour), want: t0.Add(-2 * time.Hour)},
+		"a first attempt: now": {want: t0.Add(time.Hour)},
+		"the face's":           {face: t0.Add(-2 * time.Hour), want: t0.Add(-2 * time.Hour)},
 		"an earlier attempt's job still in the cache": {attempt: 1, existing: []client.Object{earlier}, want: t0.Add(-time.Hour)},
 	} {
 		t.Run(name, func(t *testing.T) {

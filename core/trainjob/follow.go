@@ -150,6 +150,9 @@ func Decide(s Snapshot, d Deadlines) Verdict {
 	if !hang.IsZero() && !s.Now.Before(hang) {
 		return hung(v, tj, s.Now, d.HangTimeout)
 	}
+	if d.HangTimeout > 0 && obs.ProgressOff {
+		v.addNote(HangOffNote) // said where it matters: the gate's note is in the message already
+	}
 	v = waiting(v, s, start, timeout, d.StartTimeout)
 	if !hang.IsZero() && (v.Wake.IsZero() || hang.Before(v.Wake)) {
 		v.Wake = hang

@@ -12,6 +12,10 @@ import (
 // ReasonHung: the job ran and its reported progress stopped moving for the step's hangTimeout.
 const ReasonHung = "Hung"
 
+// HangOffNote is what a running step with hangTimeout says where its pods show the Trainer's
+// TrainJobStatus gate off (ProgressOffNote): no report reaches the TrainJob there.
+const HangOffNote = "so hangTimeout never fires for this job"
+
 // hangAt is when a running job's progress counts as stopped: hangTimeout after its last report
 // (status.trainerStatus.lastUpdatedTime, which rank 0 sends with every post and the Trainer's
 // status server applies), or after its last resume when that is later (a preempted job

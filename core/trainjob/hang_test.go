@@ -7,6 +7,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -110,6 +111,37 @@ func TestPlanSaysWhenHangTimeoutCanFire(t *testing.T) {
 			for _, w := range tc.want {
 				assert.Contains(t, p.Warnings[0], w)
 			}
+		})
+	}
+}
+
+// A running step with hangTimeout whose pods show the Trainer's TrainJobStatus gate off says
+// that its hangTimeout never fires there; with the gate on, or no hangTimeout, it says nothing
+// of it.
+func TestARunningStepSaysWhenHangTimeoutCannotFire(t *testing.T) {
+	withContainer := func(p corev1.Pod, env ...corev1.EnvVar) corev1.Pod {
+		p.Spec.Containers = []corev1.Container{{Name: NodeContainer, Env: env}}
+		return p
+	}
+	off := []corev1.Pod{withContainer(runningNode(0, t0)), withContainer(runningNode(1, t0))}
+	on := []corev1.Pod{withContainer(runningNode(0, t0), corev1.EnvVar{Name: EnvStatusURL}), withContainer(runningNode(1, t0), corev1.EnvVar{Name: EnvStatusURL})}
+	for name, tc := range map[string]struct {
+		pods []corev1.Pod
+		hang time.Duration
+		says bool
+	}{
+		"the gate off, hangTimeout set": {pods: off, hang: 30 * time.Minute, says: true},
+		"the gate on":                   {pods: on, hang: 30 * time.Minute},
+		"no hangTimeout":                {pods: off},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := Decide(Snapshot{TrainJob: startedJob(t0), Pods: tc.pods, Now: t0.Add(time.Minute)}, Deadlines{HangTimeout: tc.hang})
+			require.Equal(t, PhaseRunning, v.Phase, v.Message)
+			if tc.says {
+				assert.Contains(t, v.Message, ProgressOffNote+"; "+HangOffNote)
+				return
+			}
+			assert.NotContains(t, v.Message, HangOffNote)
 		})
 	}
 }

@@ -185,6 +185,40 @@ timeout: 3m
 			jsonOutputs: map[string]string{trainjob.OutResult: returned}},
 		also: returnedByThePod,
 	}, {
+		name: "GPUHoursFromResourcesPerNode",
+		// 2 nodes of 2 GPUs each, from the step's resourcesPerNode: gpu-hours is 4 × the
+		// training time, on every face (the Argo and Tekton faces' caches keep no resources).
+		step: `
+framework: torch
+runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 2
+  resourcesPerNode: {gpu: 2}
+  env: {KWOK_RUN_SECONDS: "6"}
+  func: |
+    def train():
+        pass
+timeout: 3m
+`,
+		want: want{phase: "Succeeded", outputs: map[string]string{trainjob.OutTraining: `^([6-9]|\d\d+)$`, trainjob.OutLost: `^0$`}},
+		also: gpuHoursAre(2 * 2),
+	}, {
+		name: "GPUHoursFromTheRuntime",
+		// The same GPUs from the runtime's node container, the step asking for none.
+		step: `
+framework: torch
+runtime: {name: ` + realstack.GPURuntime + `, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 2
+  env: {KWOK_RUN_SECONDS: "6"}
+  func: |
+    def train():
+        pass
+timeout: 3m
+`,
+		want: want{phase: "Succeeded", outputs: map[string]string{trainjob.OutTraining: `^([6-9]|\d\d+)$`, trainjob.OutLost: `^0$`}},
+		also: gpuHoursAre(realstack.GPURuntimeGPUs * 2),
+	}, {
 		name: "AFailedNodeWithItsLogTail",
 		step: `
 framework: torch
@@ -296,6 +330,28 @@ startTimeout: 20s
 			waiting:  `cannot be scheduled: .*Insufficient nvidia\.com/gpu`,
 			outputs:  failedAs(trainjob.ClassUnschedulable, true, nil),
 			trainJob: gone},
+	}, {
+		name: "ARetryCountsTheAttemptAStartTimeoutDeletedAsLost",
+		// Both of the engine's attempts wait for GPUs no Node has, each until its startTimeout
+		// deletes its TrainJob: the second's lost-seconds is the first attempt's time, though
+		// its TrainJob is gone.
+		step: fmt.Sprintf(`
+framework: torch
+runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: %d}
+  func: |
+    def train():
+        pass
+timeout: 5m
+startTimeout: 15s
+`, realstack.NodeGPUs*2),
+		retries: 1,
+		want: want{phase: "Failed", reason: trainjob.ReasonStartTimeout, outputs: failedAs(trainjob.ClassUnschedulable, true, nil), trainJob: gone},
+		also: lostAtLeast(15),
+		skip: map[string]string{"cli": "no engine tells `executor run` when the step's first attempt began (docs/cost.md): it counts " +
+			"from earlier attempts' TrainJobs still in the cluster, and a startTimeout deleted this one's"},
 	}, {
 		name: "AnImageThatCannotBePulledUntilStartTimeout",
 		// kwok plays the kubelet's ImagePullBackOff (stages/pod-image-pull-backoff.yaml). The
@@ -858,6 +914,7 @@ func TestConformance(t *testing.T) {
 	// Installed for the whole table: a subtest's cleanup must not delete it under another.
 	stack.InstallNoRetryRuntime(t)
 	stack.InstallQuotaRuntime(t)
+	stack.InstallGPURuntime(t)
 	stack.InstallInitializerRuntime(t, failingInitRuntime, trainjob.DatasetInitializerJob, ptr.To[int32](0),
 		corev1.Container{Image: "ghcr.io/kubeflow/trainer/dataset-initializer"})
 	for _, sc := range scenarios() {
@@ -1062,6 +1119,31 @@ func queuedLongerThan(seconds int) func(t *testing.T, got result) {
 		wait, err := strconv.Atoi(got.outputs[trainjob.OutQueueWait])
 		require.NoError(t, err, "outputs: %v", got.outputs)
 		assert.Greater(t, wait, seconds, "it waited in the queue longer than its startTimeout")
+	}
+}
+
+// gpuHoursAre: the step's gpu-hours is accelerators (per node × nodes) × its training time, to
+// the output's three decimals; training-seconds is rounded to whole seconds, so they agree within
+// half a second of accelerator time.
+func gpuHoursAre(accelerators int) func(t *testing.T, got result) {
+	return func(t *testing.T, got result) {
+		training, err := strconv.Atoi(got.outputs[trainjob.OutTraining])
+		require.NoError(t, err, "outputs: %v", got.outputs)
+		hours, err := strconv.ParseFloat(got.outputs[trainjob.OutGPUHours], 64)
+		require.NoError(t, err, "outputs: %v", got.outputs)
+		want := float64(accelerators) * float64(training) / 3600
+		assert.InDelta(t, want, hours, float64(accelerators)*0.5/3600+0.0005,
+			"gpu-hours is %d accelerators × %d s of training", accelerators, training)
+		assert.Positive(t, hours)
+	}
+}
+
+// lostAtLeast: the step's lost-seconds counts at least seconds of its earlier attempts.
+func lostAtLeast(seconds int) func(t *testing.T, got result) {
+	return func(t *testing.T, got result) {
+		lost, err := strconv.Atoi(got.outputs[trainjob.OutLost])
+		require.NoError(t, err, "outputs: %v", got.outputs)
+		assert.GreaterOrEqual(t, lost, seconds, "lost-seconds counts the earlier attempt: %v", got.outputs)
 	}
 }
 

@@ -2,6 +2,7 @@ package realstack
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -9,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +31,32 @@ func (s *Stack) InstallNoRetryRuntime(t testing.TB) string {
 	return s.installTorchCopy(t, NoRetryRuntime, func(spec *trainer.TrainingRuntimeSpec) {
 		for i := range spec.Template.Spec.ReplicatedJobs {
 			spec.Template.Spec.ReplicatedJobs[i].Template.Spec.BackoffLimit = ptr.To[int32](0)
+		}
+	})
+}
+
+// GPURuntime is the name of the runtime InstallGPURuntime installs, and GPURuntimeGPUs how many
+// GPUs its node container asks for.
+const (
+	GPURuntime     = "torch-gpu"
+	GPURuntimeGPUs = 2
+)
+
+// InstallGPURuntime installs, until the test ends, a copy of the no-retry runtime whose node
+// container asks for GPURuntimeGPUs GPUs (GPUResource): a step's GPUs from its runtime rather
+// than its resourcesPerNode. It returns the runtime's name.
+func (s *Stack) InstallGPURuntime(t testing.TB) string {
+	t.Helper()
+	gpus := resource.MustParse(strconv.Itoa(GPURuntimeGPUs))
+	return s.installTorchCopy(t, GPURuntime, func(spec *trainer.TrainingRuntimeSpec) {
+		for i := range spec.Template.Spec.ReplicatedJobs {
+			job := &spec.Template.Spec.ReplicatedJobs[i].Template.Spec
+			job.BackoffLimit = ptr.To[int32](0)
+			for j := range job.Template.Spec.Containers {
+				if c := &job.Template.Spec.Containers[j]; c.Name == trainjob.NodeContainer {
+					c.Resources.Limits = corev1.ResourceList{GPUResource: gpus}
+				}
+			}
 		}
 	})
 }
