@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -38,7 +39,11 @@ func writeStep(t *testing.T, y string) string {
 }
 
 func command(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
-	cmd := exec.CommandContext(t.Context(), bin, args...)
+	return commandIn(t.Context(), args...)
+}
+
+func commandIn(ctx context.Context, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	return cmd, &stdout, &stderr
@@ -47,9 +52,23 @@ func command(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buf
 // executor runs the binary and collects its exit code and --output-dir files.
 func executor(t *testing.T, args ...string) result {
 	t.Helper()
+	return executorWithin(t, 0, args...)
+}
+
+// executorWithin is executor for a run that must end by itself within d (0: no bound): one
+// still running then is killed and the test fails, instead of waiting for the test's timeout.
+func executorWithin(t *testing.T, d time.Duration, args ...string) result {
+	t.Helper()
+	ctx := t.Context()
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	outDir := filepath.Join(t.TempDir(), "outputs")
-	cmd, stdout, stderr := command(t, append(args, "--output-dir", outDir)...)
+	cmd, stdout, stderr := commandIn(ctx, append(args, "--output-dir", outDir)...)
 	err := cmd.Run()
+	require.NoError(t, ctx.Err(), "the run did not end within %s; stderr:\n%s", d, stderr)
 	r := result{stdout: stdout.String(), stderr: stderr.String(), outputs: map[string]string{}}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
