@@ -348,8 +348,8 @@ timeout: 5m
 startTimeout: 15s
 `, realstack.NodeGPUs*2),
 		retries: 1,
-		want: want{phase: "Failed", reason: trainjob.ReasonStartTimeout, outputs: failedAs(trainjob.ClassUnschedulable, true, nil), trainJob: gone},
-		also: lostAtLeast(15),
+		want:    want{phase: "Failed", reason: trainjob.ReasonStartTimeout, outputs: failedAs(trainjob.ClassUnschedulable, true, nil), trainJob: gone},
+		also:    lostAtLeast(15),
 		skip: map[string]string{"cli": "no engine tells `executor run` when the step's first attempt began (docs/cost.md): it counts " +
 			"from earlier attempts' TrainJobs still in the cluster, and a startTimeout deleted this one's"},
 	}, {
