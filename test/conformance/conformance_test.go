@@ -313,18 +313,7 @@ startTimeout: 20m
 		},
 	}, {
 		name: "UnschedulableUntilStartTimeout",
-		step: fmt.Sprintf(`
-framework: torch
-runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
-trainer:
-  numNodes: 1
-  resourcesPerNode: {gpu: %d}
-  func: |
-    def train():
-        pass
-timeout: 5m
-startTimeout: 20s
-`, realstack.NodeGPUs*2),
+		step: unschedulableStep("20s"),
 		want: want{phase: "Failed", reason: trainjob.ReasonStartTimeout,
 			message:  `(?s)did not start within 20s \(startTimeout\); it was deleted.*cannot be scheduled.*Insufficient nvidia\.com/gpu`,
 			waiting:  `cannot be scheduled: .*Insufficient nvidia\.com/gpu`,
@@ -335,18 +324,7 @@ startTimeout: 20s
 		// Both of the engine's attempts wait for GPUs no Node has, each until its startTimeout
 		// deletes its TrainJob: the second's lost-seconds is the first attempt's time, though
 		// its TrainJob is gone.
-		step: fmt.Sprintf(`
-framework: torch
-runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
-trainer:
-  numNodes: 1
-  resourcesPerNode: {gpu: %d}
-  func: |
-    def train():
-        pass
-timeout: 5m
-startTimeout: 15s
-`, realstack.NodeGPUs*2),
+		step:    unschedulableStep("15s"),
 		retries: 1,
 		want:    want{phase: "Failed", reason: trainjob.ReasonStartTimeout, outputs: failedAs(trainjob.ClassUnschedulable, true, nil), trainJob: gone},
 		also:    lostAtLeast(15),
@@ -1120,6 +1098,23 @@ func queuedLongerThan(seconds int) func(t *testing.T, got result) {
 		require.NoError(t, err, "outputs: %v", got.outputs)
 		assert.Greater(t, wait, seconds, "it waited in the queue longer than its startTimeout")
 	}
+}
+
+// unschedulableStep asks for twice the GPUs any Node has, so its pod is never scheduled: it
+// fails at its startTimeout.
+func unschedulableStep(startTimeout string) string {
+	return fmt.Sprintf(`
+framework: torch
+runtime: {name: torch-distributed, kind: ClusterTrainingRuntime}
+trainer:
+  numNodes: 1
+  resourcesPerNode: {gpu: %d}
+  func: |
+    def train():
+        pass
+timeout: 5m
+startTimeout: %s
+`, realstack.NodeGPUs*2, startTimeout)
 }
 
 // gpuHoursAre: the step's gpu-hours is accelerators (per node × nodes) × its training time, to
