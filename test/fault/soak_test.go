@@ -182,7 +182,7 @@ func (s *soak) cliStep(key, act string) {
 		s.expect(expectation{"cli", act, owner, key, 2})
 	case actCancel:
 		r := startCLI(t, env.Kubeconfig, s.ns, key, step("hold"))
-		require.Eventually(t, func() bool { return s.jobsOf(owner, key) == 1 }, testenv.Timeout, testenv.Interval)
+		require.Eventually(t, func() bool { return s.jobsOf(owner, key) == 1 }, createWait, testenv.Interval, "%s: its TrainJob", key)
 		r.signal(t, syscall.SIGTERM)
 		assert.Equal(t, cli.ExitInterrupts, r.exit(t))
 		s.expect(expectation{"cli", act, owner, key, 0})
@@ -244,7 +244,7 @@ spec:
 	case actReplay:
 		// The same run reconciled again and again (and across the restart): one TrainJob, which
 		// the test then finishes.
-		require.Eventually(t, func() bool { return s.jobsOf(owner, key) == 1 }, testenv.Timeout, testenv.Interval)
+		require.Eventually(t, func() bool { return s.jobsOf(owner, key) == 1 }, createWait, testenv.Interval, "%s: its TrainJob", key)
 		for _, tj := range testenv.TrainJobs(t.Context(), t, env.Client, s.ns) {
 			if tj.Annotations[trainjob.AnnotationOwnerUID] == owner {
 				require.NoError(t, sim.Finish(t.Context(), s.ns, tj.Name, succeed))
@@ -254,7 +254,7 @@ spec:
 		assert.Equal(t, corev1.ConditionTrue, got.Status.Succeeded().Status)
 		s.expect(expectation{"tekton", act, owner, key, 1})
 	case actCancel:
-		require.Eventually(t, func() bool { return s.jobsOf(owner, key) == 1 }, testenv.Timeout, testenv.Interval)
+		require.Eventually(t, func() bool { return s.jobsOf(owner, key) == 1 }, createWait, testenv.Interval, "%s: its TrainJob", key)
 		patch := client.RawPatch("application/json-patch+json", []byte(`[{"op":"add","path":"/spec/status","value":"RunCancelled"}]`))
 		require.NoError(t, c.Patch(t.Context(), run, patch))
 		got := s.waitRun(key, terminal)
@@ -352,6 +352,12 @@ func (s *soak) argoStep(key, act string) {
 
 // reapWait bounds the wait for the Argo reaper to delete a stopped Workflow's TrainJob.
 const reapWait = 2 * time.Minute
+
+// createWait bounds the wait for a step about to be cancelled to create its TrainJob: an
+// `executor run` process starting, listing and planning beside eleven others took over
+// testenv's 30 s under make test's full load (5 of 14 once, 7 Dec); the soak counts jobs, not
+// time.
+const createWait = 2 * time.Minute
 
 // startArgo runs the Argo plugin in this process on a free port; the returned func stops it.
 func (s *soak) startArgo() func() {
