@@ -49,7 +49,7 @@ FUZZTIME ?= 10s
 TEST_ASSETS := control-plane trainer-modules
 include $(wildcard hack/make/*.mk)
 
-.PHONY: all help build image release docker-image test test-suites test-go test-argov4 test-fuzz test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean
+.PHONY: all help build image release docker-image test test-suites test-go test-argov4 test-fuzz test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean mutation
 
 all: build
 
@@ -165,4 +165,11 @@ fuzz: ## each fuzz test for FUZZTIME; the checked-in seeds (testdata/fuzz) also 
 	go test -run '^$$' -fuzz '^FuzzSpecFromRun$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./plugin/tekton/
 
 clean:
-	rm -rf bin dist bench.out
+	rm -rf bin dist bench.out mutation.out mutation.out.summary
+
+# go-gremlins, pinned as golangci-lint and benchstat are: its mutants change between releases.
+GREMLINS_VERSION ?= v0.6.0
+MUTATION_PACKAGES ?= core/stepcache core/lifecycle core/step core/trainjob
+
+mutation: ## mutation testing (go-gremlins) of the core's packages with their fast tests → mutation.out; the figures are in docs/testing.md; not part of make test
+	bash hack/mutation.sh $(GREMLINS_VERSION) $(MUTATION_PACKAGES)
