@@ -888,6 +888,8 @@ timeout: 4m
 // TestConformance runs every scenario through every face, all at once (the Argo face's steps two
 // at a time: argoSlots): each step has its own namespace (Argo: its own Workflow, agent and plugin
 // sidecar), and none changes what the stack shares (the node log is realstack.NodeLog throughout).
+// Each face's end is checked against the scenario's, logged as one OUTPUTS line, and compared with
+// the other faces' once all have ended (byFace: the differential check).
 func TestConformance(t *testing.T) {
 	// Installed for the whole table: a subtest's cleanup must not delete it under another.
 	stack.InstallNoRetryRuntime(t)
@@ -898,6 +900,10 @@ func TestConformance(t *testing.T) {
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
+			// The differential check, once every face's subtest ended (Go runs a test's cleanups
+			// after its parallel subtests, and theirs).
+			var ended byFace
+			t.Cleanup(func() { ended.compare(t) })
 			for _, f := range faces {
 				t.Run(f.name(), func(t *testing.T) {
 					if why, ok := sc.skip[f.name()]; ok {
@@ -911,6 +917,7 @@ func TestConformance(t *testing.T) {
 					}
 					t.Parallel()
 					got := f.run(t, sc)
+					ended.add(t, sc.name, f.name(), got)
 					check(t, sc.want.in(got.step.queue), got)
 					if sc.also != nil {
 						sc.also(t, got)
