@@ -190,17 +190,17 @@ var (
 	trainJobName = regexp.MustCompile(`[-a-z0-9]*-[0-9a-f]{12}\b[-a-z0-9]*`)
 	// nodeOfAPod is how a message names one of the run's pods: its role, index and name.
 	nodeOfAPod = regexp.MustCompile(`\b(node|[a-z]+-initializer) \d+ \(pod <name>\)`)
-	// nodesAvailable is the scheduler's count of the cluster's Nodes, in a pod's FailedScheduling
-	// reason ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.").
-	nodesAvailable = regexp.MustCompile(`\d+/\d+ nodes are available: [^.]*`)
-	digits         = regexp.MustCompile(`\d+`)
+	// nodesAvailable is the scheduler's account of the cluster's Nodes in a pod's FailedScheduling
+	// reason, one sentence ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. ").
+	nodesAvailable = regexp.MustCompile(`\d+/\d+ nodes are available: .*?\.(\s|$)`)
 )
 
 // inTheRunsNames: the message with the rules of the face's install put as <install>; what names
 // the face's run as <name> (its namespace, queue, Node and refusing policy, its TrainJob and its
 // pods, Jobs and Workload named after it); which of its nodes a pod is as <i> (the first to fail
-// of two that fail); and the scheduler's count of Nodes as <n> (a scenario's own Node, made and
-// deleted while the table runs, is among them).
+// of two that fail); and the scheduler's account of the cluster's Nodes as <nodes> (a scenario's
+// own Node, made, cordoned and deleted while the table runs, is in it or not). That the pod did
+// not fit for the reason the scenario makes is check's, on every face.
 func inTheRunsNames(s seen) string {
 	v := faceInstall.ReplaceAllString(s.value, "install gives (<install>)")
 	for _, n := range s.run {
@@ -210,7 +210,7 @@ func inTheRunsNames(s seen) string {
 	}
 	v = trainJobName.ReplaceAllString(v, "<name>")
 	v = nodeOfAPod.ReplaceAllString(v, "$1 <i> (pod <name>)")
-	return strconv.Quote(nodesAvailable.ReplaceAllStringFunc(v, func(m string) string { return digits.ReplaceAllString(m, "<n>") }))
+	return strconv.Quote(nodesAvailable.ReplaceAllString(v, "<nodes>.$1"))
 }
 
 // runNames are the names of a face's run that a message may hold and another face's run names
@@ -312,7 +312,8 @@ func TestTheDifferentialCheck(t *testing.T) {
 		name: "the same step in the run's own names and times",
 		argo: of("conformance-jm7wb-aaee3f836a8b", "argo", record{trainjob.OutDuration: "8", trainjob.OutTraining: "3",
 			trainjob.OutGPUHours: "0.003",
-			trainjob.OutMessage:  "node 0 (pod conformance-jm7wb-aaee3f836a8b-node-0-0-p8vmf) failed: 0/5 nodes are available: 5 Insufficient nvidia.com/gpu."}),
+			trainjob.OutMessage: "node 0 (pod conformance-jm7wb-aaee3f836a8b-node-0-0-p8vmf) failed: " +
+				"0/5 nodes are available: 1 node(s) were unschedulable, 4 Insufficient nvidia.com/gpu."}),
 	}, {
 		name:   "an output only one face has",
 		argo:   of("conformance-jm7wb-aaee3f836a8b", "argo", record{"result-accuracy": "0.9"}),
