@@ -32,7 +32,8 @@ type scenario struct {
 	// step is the trainstep step document, the same for every face.
 	step string
 	// ownNode, when set, gives the step a Node of its own (stack.PrivateNode), which the step
-	// names nodeName (in its pod.nodeSelector) and an action may cordon.
+	// names nodeName (in its pod.nodeSelector and the toleration of its taint) and an action may
+	// cordon.
 	ownNode bool
 	// queue, when set, puts the step in a Kueue queue of its own (stack.KueueQueue in the step's
 	// namespace): the step and the wanted messages name it queueName.
@@ -545,6 +546,7 @@ trainer:
         pass
 pod:
   nodeSelector: {` + realstack.PrivateNodeLabel + `: ` + nodeName + `}
+  tolerations: [{key: ` + realstack.PrivateNodeLabel + `, operator: Equal, value: ` + nodeName + `, effect: NoSchedule}]
 timeout: 4m
 startTimeout: 30s
 `,
@@ -552,7 +554,10 @@ startTimeout: 30s
 		want: want{phase: "Succeeded",
 			waiting: `is running: 1/2 nodes; node 0 \(pod \S+\) was evicted, attempt 1: ` + regexp.QuoteMeta(evicted) +
 				`; the Job is retrying it: its replacement \(pod `},
-		also:  startRecorded,
+		also: func(t *testing.T, got result) {
+			startRecorded(t, got)
+			aloneOnItsNode(t, got)
+		},
 		lacks: lacksPodBlock,
 	}, {
 		name: "AdoptsThePreviousReleasesTrainJob",
@@ -888,6 +893,8 @@ timeout: 4m
 // TestConformance runs every scenario through every face, all at once (the Argo face's steps two
 // at a time: argoSlots): each step has its own namespace (Argo: its own Workflow, agent and plugin
 // sidecar), and none changes what the stack shares (the node log is realstack.NodeLog throughout).
+// Each face's end is checked against the scenario's, logged as one OUTPUTS line, and compared with
+// the other faces' once all have ended (byFace: the differential check).
 func TestConformance(t *testing.T) {
 	// Installed for the whole table: a subtest's cleanup must not delete it under another.
 	stack.InstallNoRetryRuntime(t)
@@ -898,6 +905,10 @@ func TestConformance(t *testing.T) {
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
+			// The differential check, once every face's subtest ended (Go runs a test's cleanups
+			// after its parallel subtests, and theirs).
+			var ended byFace
+			t.Cleanup(func() { ended.compare(t) })
 			for _, f := range faces {
 				t.Run(f.name(), func(t *testing.T) {
 					if why, ok := sc.skip[f.name()]; ok {
@@ -911,6 +922,7 @@ func TestConformance(t *testing.T) {
 					}
 					t.Parallel()
 					got := f.run(t, sc)
+					ended.add(t, sc.name, f.name(), got)
 					check(t, sc.want.in(got.step.queue), got)
 					if sc.also != nil {
 						sc.also(t, got)
@@ -1032,6 +1044,23 @@ func startRecorded(t *testing.T, got result) {
 	require.Len(t, tjs, 1, "the TrainJob is not deleted")
 	_, err := time.Parse(time.RFC3339, tjs[0].Annotations[trainjob.AnnotationStartedAt])
 	assert.NoError(t, err, "the start is recorded on the TrainJob: %v", tjs[0].Annotations)
+}
+
+// aloneOnItsNode: every pod on the step's own Node is the step's: another test's pod there
+// would be stranded when the Node is deleted at this one's end (kwok plays no more of its stages
+// and serves no more of its log), so the Node is tainted and only this step tolerates it.
+func aloneOnItsNode(t *testing.T, got result) {
+	node := &corev1.Node{}
+	require.NoError(t, stack.Client.Get(t.Context(), client.ObjectKey{Name: got.step.node}, node))
+	assert.Contains(t, node.Spec.Taints, corev1.Taint{Key: realstack.PrivateNodeLabel, Value: got.step.node, Effect: corev1.TaintEffectNoSchedule},
+		"no pod that does not tolerate it goes there")
+	pods := &corev1.PodList{}
+	require.NoError(t, stack.Client.List(t.Context(), pods, client.MatchingFields{"spec.nodeName": got.step.node}))
+	require.NotEmpty(t, pods.Items, "the step's pods ran on Node %s", got.step.node)
+	for _, p := range pods.Items {
+		assert.Equal(t, got.step.ns, p.Namespace, "pod %s/%s is on the step's own Node", p.Namespace, p.Name)
+		assert.Equal(t, got.outputs[trainjob.OutName], p.Labels[trainjob.LabelJobSetName], "pod %s/%s is on the step's own Node", p.Namespace, p.Name)
+	}
 }
 
 // lacksPodBlock: Trainer v2.0 refuses a step's pod block (it has no podTemplateOverrides).

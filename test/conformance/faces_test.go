@@ -2,7 +2,6 @@ package conformance_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"regexp"
@@ -440,7 +439,7 @@ func (tektonFace) run(t *testing.T, sc scenario) result {
 	run := finishedCustomRun(t, ns, "run")
 	cond := run.Status.Succeeded()
 	t.Logf("CustomRun %s %s: %s", cond.Status, cond.Reason, cond.Message)
-	return result{phase: tektonPhase(run), reason: tektonReason(cond.Reason), message: cond.Message, outputs: tektonOutputs(t, run),
+	return result{phase: tektonPhase(run), reason: tektonReason(cond.Reason), message: cond.Message, outputs: tektonOutputs(run),
 		waiting: r.said(), step: r}
 }
 
@@ -468,19 +467,10 @@ func tektonReason(reason string) string {
 	return reason
 }
 
-// tektonOutputs are a CustomRun's results, which it has once an attempt ended; before that (a
-// cancelled run) only the TrainJob's name, in status.extraFields.
-func tektonOutputs(t *testing.T, run *v1beta1.CustomRun) map[string]string {
-	t.Helper()
-	if len(run.Status.Results) == 0 {
-		var extra struct {
-			TrainJob string `json:"trainJob"`
-		}
-		if raw := run.Status.ExtraFields.Raw; len(raw) > 0 {
-			require.NoError(t, json.Unmarshal(raw, &extra))
-		}
-		return map[string]string{trainjob.OutName: extra.TrainJob}
-	}
+// tektonOutputs are a CustomRun's results, what its PipelineRun passes on: it has them once an
+// attempt ended, and none when it was cancelled before (the TrainJob's name in its
+// status.extraFields is trainstep's record, not a result).
+func tektonOutputs(run *v1beta1.CustomRun) map[string]string {
 	outs := map[string]string{}
 	for _, res := range run.Status.Results {
 		outs[res.Name] = res.Value

@@ -43,17 +43,21 @@ func (s *Stack) annotatePod(ctx context.Context, namespace, pod, key, value stri
 	return s.Client.Patch(ctx, p, client.MergeFrom(orig))
 }
 
-// PrivateNodeLabel labels a Node PrivateNode made with its own name: a step's pod.nodeSelector
-// of it places every pod of the step there.
+// PrivateNodeLabel labels a Node PrivateNode made with its own name, and taints it so (key and
+// value, NoSchedule): a step's pod.nodeSelector of it with a toleration of it places every pod of
+// the step there, and no other pod goes there.
 const PrivateNodeLabel = "realstack.trainstep.dev/private-node"
 
 // PrivateNode adds a kwok Node for one test (the stack's Nodes' capacity, no accelerators),
-// labelled PrivateNodeLabel, and returns its name once it is Ready; it is deleted when the test
-// ends. A test whose step selects it may cordon it (CordonNode) while other tests run.
+// labelled and tainted PrivateNodeLabel, and returns its name once it is Ready; it is deleted when
+// the test ends. A test whose step selects it may cordon it (CordonNode) while other tests run.
+// Tainted, because other tests' pods scheduled there would be stranded when it is deleted: kwok
+// plays no more of their stages (a failing node never fails) and serves no more of their logs.
 func (s *Stack) PrivateNode(t testing.TB) string {
 	t.Helper()
 	name := fmt.Sprintf("private-%d", s.privateNodes.Add(1))
-	if err := s.createNode(t.Context(), name, map[string]string{PrivateNodeLabel: name}, GPUResource, 0); err != nil {
+	taint := corev1.Taint{Key: PrivateNodeLabel, Value: name, Effect: corev1.TaintEffectNoSchedule}
+	if err := s.createNode(t.Context(), name, map[string]string{PrivateNodeLabel: name}, []corev1.Taint{taint}, GPUResource, 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

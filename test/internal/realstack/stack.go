@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -538,7 +539,7 @@ spec:
 		if i == NodeCount {
 			name, extra, chips = AscendNode, AscendResource, AscendChips
 		}
-		if err := s.createNode(ctx, name, nil, extra, chips); err != nil {
+		if err := s.createNode(ctx, name, nil, nil, extra, chips); err != nil {
 			return err
 		}
 		s.Nodes = append(s.Nodes, name)
@@ -567,16 +568,17 @@ spec:
 	})
 }
 
-// createNode creates a Node kwok manages, with labels besides its own, and gives it the capacity
-// of the stack's Nodes with chips of the extended resource extra. kwok fills in a default
-// capacity for a Node that has none, so this comes before kwok sees it Ready.
-func (s *Stack) createNode(ctx context.Context, name string, labels map[string]string, extra corev1.ResourceName, chips int) error {
+// createNode creates a Node kwok manages, with labels besides its own and taints, and gives it
+// the capacity of the stack's Nodes with chips of the extended resource extra. kwok fills in a
+// default capacity for a Node that has none, so this comes before kwok sees it Ready.
+func (s *Stack) createNode(ctx context.Context, name string, labels map[string]string, taints []corev1.Taint, extra corev1.ResourceName, chips int) error {
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 			Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": name},
 		},
+		Spec: corev1.NodeSpec{Taints: taints},
 	}
 	maps.Copy(n.Labels, labels)
 	if err := s.Client.Create(ctx, n); err != nil {
@@ -597,9 +599,9 @@ func (s *Stack) createNode(ctx context.Context, name string, labels map[string]s
 	return nil
 }
 
-// nodeSettled reports whether Node name is Ready and untainted, taking off the taints a new Node
-// gets: the TaintNodesByCondition admission plugin adds not-ready at creation, and only the
-// node-lifecycle controller, not running here, would take it off.
+// nodeSettled reports whether Node name is Ready and has only the taints it was made with,
+// taking off those a new Node gets: the TaintNodesByCondition admission plugin adds not-ready at
+// creation, and only the node-lifecycle controller, not running here, would take it off.
 func (s *Stack) nodeSettled(ctx context.Context, name string) (bool, error) {
 	n := &corev1.Node{}
 	if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
@@ -608,8 +610,11 @@ func (s *Stack) nodeSettled(ctx context.Context, name string) (bool, error) {
 	if !nodeReady(n) {
 		return false, fmt.Errorf("node %s is not Ready", name)
 	}
-	if len(n.Spec.Taints) > 0 {
-		n.Spec.Taints = nil
+	made := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool {
+		return strings.HasPrefix(t.Key, "node.kubernetes.io/")
+	})
+	if len(made) < len(n.Spec.Taints) {
+		n.Spec.Taints = made
 		return false, s.Client.Update(ctx, n)
 	}
 	return true, nil
