@@ -2,7 +2,8 @@
 # make mutation: go-gremlins over each package named, with that package's own tests (the fast
 # ones: the lifecycle model checker runs a few hundred sequences per mutant, not its 10,000),
 # one package at a time. Each package's summary goes to mutation.out; docs/testing.md keeps the
-# figures and the survivors judged equivalent.
+# figures and the survivors judged equivalent. No --test-cpu: gremlins v0.6.0 passes it to go test
+# as one argument ("-cpu 1"), which every test binary refuses, so every mutant reads as killed.
 set -euo pipefail
 version=$1
 shift
@@ -12,7 +13,7 @@ export LIFECYCLE_MODEL_SEQUENCES=${LIFECYCLE_MODEL_SEQUENCES:-300}
 for pkg in "$@"; do
 	echo "== $pkg" | tee -a "$out"
 	go run "github.com/go-gremlins/gremlins/cmd/gremlins@$version" unleash \
-		--workers "${MUTATION_WORKERS:-2}" --test-cpu 1 --timeout-coefficient 10 \
+		--workers "${MUTATION_WORKERS:-2}" --timeout-coefficient 10 \
 		--output-statuses lt "./$pkg" 2>&1 | tee -a "$out"
 done
 echo "== efficacy (killed / (killed + lived)) and mutant coverage, per package" | tee -a "$out"
