@@ -136,18 +136,21 @@ func (e *Engine) retry(ctx context.Context, s Step, tj *trainer.TrainJob, v trai
 	if limit == 0 || i >= limit || v.Phase != trainjob.PhaseFailed || !f.Retryable || !s.Identity.Adopts(tj) {
 		return Status{}, false
 	}
-	since := stepSince(s, tj)
-	at := e.now()
+	since, now := stepSince(s, tj), e.now()
+	at := now
 	if b := s.Spec.Retry.Backoff; b != nil && !v.Delete && v.CompletionTime != nil {
 		at = v.CompletionTime.Add(b.Duration)
 	}
-	if d := s.Deadlines.Timeout; d > 0 && !at.Before(since.Add(d)) {
-		return Status{}, false // the step's time is up before a retry could start
+	if d := s.Deadlines.Timeout; d > 0 && (!at.Before(since.Add(d)) || !now.Before(since.Add(d))) {
+		// The step's time is up before a retry could start: its backoff ends after the timeout,
+		// or the face looks only after it (a face that was down), when a retry would be made
+		// past the timeout and deleted at its first look.
+		return Status{}, false
 	}
 	obs := e.tails().WithTail(ctx, e.tailer(), v) // read once: looked at again until the backoff ends
 	obs.Failure = f
 	why := fmt.Sprintf("TrainJob %s failed (%s)", tj.Name, f.Class)
-	if e.now().Before(at) {
+	if now.Before(at) {
 		obs.Phase, obs.Reason = trainjob.PhasePending, ReasonRetrying
 		obs.Message = fmt.Sprintf("%s; trainstep retries it at %s (retry %d of %d): %s", why, at.UTC().Format(time.RFC3339), i+1, limit, obs.Message)
 		obs.CompletionTime = nil

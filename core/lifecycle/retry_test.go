@@ -123,6 +123,14 @@ func TestAStepRetriesARetryableFailureItself(t *testing.T) {
 			},
 			created: -1, phase: trainjob.PhaseFailed,
 		},
+		"a backoff that ended before the step's timeout, looked at only after it: not retried": {
+			spec: validStep + "retry: {limit: 2, backoff: 1m}\n", jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(50*time.Minute))},
+			deadlines: trainjob.Deadlines{Timeout: 55 * time.Minute},
+			pods: func(tj *trainer.TrainJob) []corev1.Pod {
+				return []corev1.Pod{nodePod(tj, corev1.PodFailed, "OOMKilled", 137)}
+			},
+			created: -1, phase: trainjob.PhaseFailed, inMessage: "jobset failed",
+		},
 		"never started within startTimeout: deleted, retried at once": {
 			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0)}, deadlines: trainjob.Deadlines{StartTimeout: 30 * time.Minute},
 			pods:    func(tj *trainer.TrainJob) []corev1.Pod { return []corev1.Pod{nodePod(tj, corev1.PodPending, "", 0)} },
