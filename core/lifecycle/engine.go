@@ -180,6 +180,12 @@ func (e *Engine) LookAt(ctx context.Context, s Step, tj *trainer.TrainJob) Statu
 		tj = held
 	}
 	st := e.look(ctx, s, tj)
+	// A retry's replaced job whose delete failed, at every later look; a step ends only once it
+	// is gone, since its face looks no more then.
+	if err := e.endEarlierRetries(ctx, s); err != nil && st.Done() {
+		st.Err = err
+		st.Message += "; " + err.Error() + "; tried again"
+	}
 	if st.Err != nil && st.Message == "" {
 		st.Message = st.Err.Error() // what a face shows while it tries again
 	}
