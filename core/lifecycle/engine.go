@@ -172,10 +172,15 @@ func (e *Engine) LookAt(ctx context.Context, s Step, tj *trainer.TrainJob) Statu
 		return withAttempt(s, lookFailed(s, err))
 	}
 	if tj == nil {
-		// No job of its own: perhaps one it follows (share.go).
+		// No job of its own in the cache: perhaps one it follows (share.go), or its own that only
+		// the apiserver shows yet (a cache Scoped to the face's run, lagging behind a retry's
+		// create, is looked past for holds), bounded as current() bounds a retry's job.
 		held, err := e.held(ctx, s)
 		if err != nil {
 			return withAttempt(s, lookFailed(s, err))
+		}
+		if held != nil && s.Identity.Adopts(held) {
+			s = sinceOfRetry(s, retryIndex(s), held)
 		}
 		tj = held
 	}
