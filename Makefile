@@ -49,7 +49,7 @@ FUZZTIME ?= 10s
 TEST_ASSETS := control-plane trainer-modules
 include $(wildcard hack/make/*.mk)
 
-.PHONY: all help build image release docker-image test test-suites test-go test-argov4 test-fuzz test-assets test-unit test-integration test-e2e bench fuzz lint generate verify control-plane trainer-modules clean mutation
+.PHONY: all help build image release docker-image test test-suites test-go test-argov4 test-fuzz test-assets test-unit test-integration test-e2e bench fuzz soak lint generate verify control-plane trainer-modules clean mutation
 
 all: build
 
@@ -163,6 +163,17 @@ fuzz: ## each fuzz test for FUZZTIME; the checked-in seeds (testdata/fuzz) also 
 	go test -run '^$$' -fuzz '^FuzzPyLiteral$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./core/trainers/
 	go test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./plugin/argo/
 	go test -run '^$$' -fuzz '^FuzzSpecFromRun$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./plugin/tekton/
+
+# make soak runs the lifecycle model checker (docs/testing.md) past what go test runs (10,000
+# sequences, seeds 1 to 10,000): for SOAK_FOR or SOAK_SEQUENCES sequences, whichever ends first,
+# from seed SOAK_SEED, a new one each run unless given; a violation prints the seed to replay.
+SOAK_FOR       ?= 10m
+SOAK_SEQUENCES ?= 1000000
+SOAK_SEED      ?= $(shell date +%s)
+
+soak: ## the lifecycle model checker for SOAK_FOR (10m) or SOAK_SEQUENCES sequences from seed SOAK_SEED
+	LIFECYCLE_MODEL_FOR=$(SOAK_FOR) LIFECYCLE_MODEL_SEQUENCES=$(SOAK_SEQUENCES) LIFECYCLE_MODEL_SEED_BASE=$(SOAK_SEED) \
+		go test -count=1 -timeout 0 -run '^TestLifecycleModel$$' -v ./core/lifecycle/
 
 clean:
 	rm -rf bin dist bench.out mutation.out mutation.out.summary

@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/trainstep/trainstep/core/stepcache"
 	"github.com/trainstep/trainstep/core/trainjob"
 )
 
@@ -248,4 +250,30 @@ func TestRetriesReadTheirAnnotationsThroughATrimmedCache(t *testing.T) {
 	require.NoError(t, st.Err)
 	assert.Equal(t, trainjob.PhaseTimedOut, st.Phase, "an hour after the first retry's start: %s", st.Message)
 	assert.Equal(t, "3000", st.Outputs()[trainjob.OutLost], "the first TrainJob's 50 minutes")
+}
+
+// A cached step's retry whose TrainJob its face's cache does not show yet (the Argo sidecar's
+// cache, scoped to its Workflow, lagging behind the retry's create) is found through its hold on
+// the apiserver, and bounded as a retry is: its startTimeout counts from its own creation, not
+// the step's start, so it is not deleted as not started the moment it is made.
+func TestARetryFoundOnTheApiserverKeepsItsOwnStartTimeout(t *testing.T) {
+	first := retryJob(0, 0)
+	retry := replacing(retryJob(1, 45*time.Minute), first)
+	id := identity().AtRetry(0, 1)
+	k, v := id.HoldLabel()
+	retry.Labels[k], retry.Annotations[stepcache.AnnotationKey] = v, "key"
+	e, c := engine(t, nil, retry)
+	scheme, err := trainjob.NewScheme()
+	require.NoError(t, err)
+	e.Cache, e.Scoped = fake.NewClientBuilder().WithScheme(scheme).Build(), true // it lags: empty
+	e.Clock = clocktesting.NewFakePassiveClock(t0.Add(46 * time.Minute))
+	s := Step{Spec: parse(t, cachedStep+"retry: {limit: 2}\nstartTimeout: 30m\n"), Namespace: "ns", Identity: identity(),
+		Deadlines: trainjob.Deadlines{StartTimeout: 30 * time.Minute, Since: t0}, Recorded: retry.Name}
+
+	st := e.Look(t.Context(), s)
+	require.NoError(t, st.Err)
+	assert.Equal(t, retry.Name, st.Name)
+	assert.Equal(t, trainjob.PhasePending, st.Phase, st.Message)
+	assert.True(t, t0.Add(75*time.Minute).Equal(st.Wake), "woken at its startTimeout, from its own creation: %s", st.Wake)
+	assert.Equal(t, 1, trainJobCount(t, c), "not deleted")
 }

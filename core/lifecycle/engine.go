@@ -172,14 +172,25 @@ func (e *Engine) LookAt(ctx context.Context, s Step, tj *trainer.TrainJob) Statu
 		return withAttempt(s, lookFailed(s, err))
 	}
 	if tj == nil {
-		// No job of its own: perhaps one it follows (share.go).
+		// No job of its own in the cache: perhaps one it follows (share.go), or its own that only
+		// the apiserver shows yet (a cache Scoped to the face's run, lagging behind a retry's
+		// create, is looked past for holds), bounded as current() bounds a retry's job.
 		held, err := e.held(ctx, s)
 		if err != nil {
 			return withAttempt(s, lookFailed(s, err))
 		}
+		if held != nil && s.Identity.Adopts(held) {
+			s = sinceOfRetry(s, retryIndex(s), held)
+		}
 		tj = held
 	}
 	st := e.look(ctx, s, tj)
+	// A retry's replaced job whose delete failed, at every later look; a step ends only once it
+	// is gone, since its face looks no more then.
+	if err := e.endEarlierRetries(ctx, s); err != nil && st.Done() {
+		st.Err = err
+		st.Message += "; " + err.Error() + "; tried again"
+	}
 	if st.Err != nil && st.Message == "" {
 		st.Message = st.Err.Error() // what a face shows while it tries again
 	}

@@ -22,7 +22,6 @@ func (e *Engine) follow(ctx context.Context, s Step, tj *trainer.TrainJob) Statu
 		return Status{Err: err, Observation: trainjob.Observation{Namespace: tj.Namespace, Name: tj.Name}}
 	}
 	e.markStarted(ctx, tj, v)
-	e.replaced(ctx, s, tj)
 	if v.Phase.Terminal() {
 		if st, ok := e.retry(ctx, s, tj, v); ok {
 			return st

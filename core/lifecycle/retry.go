@@ -31,8 +31,9 @@ const (
 
 // Annotations a retry's TrainJob carries.
 const (
-	// annotationRetryOf names the TrainJob a retry replaces: one that a deadline ended but that
-	// may still run is deleted by the retry's looks if the retry's own look could not.
+	// annotationRetryOf names the TrainJob a retry replaces, for whoever reads the job (a
+	// retry's own is named by the step's identity: one that a deadline ended but that may still
+	// run is deleted by the step's later looks if the retry's own look could not).
 	annotationRetryOf = "trainstep.dev/retry-of"
 	// annotationStepSince is when the step's first TrainJob of the face's attempt began (or
 	// Deadlines.Since): the step's timeout bounds all its retries together.
@@ -136,18 +137,21 @@ func (e *Engine) retry(ctx context.Context, s Step, tj *trainer.TrainJob, v trai
 	if limit == 0 || i >= limit || v.Phase != trainjob.PhaseFailed || !f.Retryable || !s.Identity.Adopts(tj) {
 		return Status{}, false
 	}
-	since := stepSince(s, tj)
-	at := e.now()
+	since, now := stepSince(s, tj), e.now()
+	at := now
 	if b := s.Spec.Retry.Backoff; b != nil && !v.Delete && v.CompletionTime != nil {
 		at = v.CompletionTime.Add(b.Duration)
 	}
-	if d := s.Deadlines.Timeout; d > 0 && !at.Before(since.Add(d)) {
-		return Status{}, false // the step's time is up before a retry could start
+	if d := s.Deadlines.Timeout; d > 0 && (!at.Before(since.Add(d)) || !now.Before(since.Add(d))) {
+		// The step's time is up before a retry could start: its backoff ends after the timeout,
+		// or the face looks only after it (a face that was down), when a retry would be made
+		// past the timeout and deleted at its first look.
+		return Status{}, false
 	}
 	obs := e.tails().WithTail(ctx, e.tailer(), v) // read once: looked at again until the backoff ends
 	obs.Failure = f
 	why := fmt.Sprintf("TrainJob %s failed (%s)", tj.Name, f.Class)
-	if e.now().Before(at) {
+	if now.Before(at) {
 		obs.Phase, obs.Reason = trainjob.PhasePending, ReasonRetrying
 		obs.Message = fmt.Sprintf("%s; trainstep retries it at %s (retry %d of %d): %s", why, at.UTC().Format(time.RFC3339), i+1, limit, obs.Message)
 		obs.CompletionTime = nil
@@ -200,34 +204,45 @@ func markRetry(obj client.Object, s Step, first time.Time) {
 	obj.SetAnnotations(annotations)
 }
 
-// replaced deletes the TrainJob a retry replaced when it is still there and has not ended (a
-// deadline ended it and its delete failed): one cache read per look of a retry, nothing (not even
-// a name's hash) for any other job: it runs on every look of every step.
-func (e *Engine) replaced(ctx context.Context, s Step, tj *trainer.TrainJob) {
-	name := tj.Annotations[annotationRetryOf]
-	if name == "" {
-		return
+// endEarlierRetries ends what the step's earlier retries left running: the TrainJob of a retry
+// that a deadline ended and whose delete failed (retry) is deleted, or let go of, at every look
+// of the step at a later retry, whatever that look does (follows the retry's job, stops the step,
+// finds the retry's job deleted), until it is gone; and so is each before it, should a delete
+// have failed at two retries in a row. One cache read per earlier retry, newest first; nothing
+// (not even a name's hash) for a step at its first TrainJob: it runs on every look of every step.
+// The error is a delete that failed and may pass, which a look that ends the step must not
+// leave behind: its face looks no more. One the apiserver forbids is only said (Warn).
+func (e *Engine) endEarlierRetries(ctx context.Context, s Step) error {
+	var failed error
+	for i := retryIndex(s) - 1; i >= 0; i-- {
+		prev := inner(s, i)
+		old := &trainer.TrainJob{}
+		if err := e.Cache.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: prev.Identity.Name()}, old, e.cacheGet()...); err != nil {
+			continue
+		}
+		if !leftRunning(prev.Identity, old) {
+			continue
+		}
+		err := e.endReplaced(ctx, prev, old)
+		if err != nil && e.Warn != nil {
+			e.Warn(ctx, "deleting the TrainJob a retry replaced failed; tried again at the next look", err)
+		}
+		if err != nil && !apierrors.IsForbidden(err) && failed == nil {
+			failed = fmt.Errorf("ending TrainJob %s, which a retry replaced: %w", old.Name, err)
+		}
 	}
-	prev := s.Identity
-	prev.Attempt--
-	if name != prev.Name() {
-		return
+	return failed
+}
+
+// leftRunning says an earlier retry's TrainJob is still the step's to end: it has not ended, is
+// not being deleted, was not kept, and was not let go of already (it runs on for the steps of
+// its cache key that follow it).
+func leftRunning(prev trainjob.Identity, old *trainer.TrainJob) bool {
+	switch {
+	case old.DeletionTimestamp != nil, !prev.Adopts(old), trainjob.Kept(old), trainjob.Observe(old, nil).Phase.Terminal():
+		return false
 	}
-	old := &trainer.TrainJob{}
-	if err := e.Cache.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: name}, old, e.cacheGet()...); err != nil {
-		return
-	}
-	if old.DeletionTimestamp != nil || !prev.Adopts(old) || trainjob.Observe(old, nil).Phase.Terminal() {
-		return
-	}
-	if len(trainjob.Holders(old)) > 0 && !prev.Holds(old) {
-		return // let go of already: it runs on for the steps of its cache key that follow it
-	}
-	prevStep := s
-	prevStep.Identity = prev
-	if err := e.endReplaced(ctx, prevStep, old); err != nil && e.Warn != nil {
-		e.Warn(ctx, "deleting the TrainJob a retry replaced failed; tried again at the next look", err)
-	}
+	return len(trainjob.Holders(old)) == 0 || prev.Holds(old)
 }
 
 // endReplaced ends a TrainJob a deadline ended and a retry replaces: it is deleted, or, when

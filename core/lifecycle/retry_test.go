@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/trainstep/trainstep/core/trainjob"
 )
@@ -123,6 +124,14 @@ func TestAStepRetriesARetryableFailureItself(t *testing.T) {
 			},
 			created: -1, phase: trainjob.PhaseFailed,
 		},
+		"a backoff that ended before the step's timeout, looked at only after it: not retried": {
+			spec: validStep + "retry: {limit: 2, backoff: 1m}\n", jobs: []*trainer.TrainJob{retryJob(0, 0, failedAt(50*time.Minute))},
+			deadlines: trainjob.Deadlines{Timeout: 55 * time.Minute},
+			pods: func(tj *trainer.TrainJob) []corev1.Pod {
+				return []corev1.Pod{nodePod(tj, corev1.PodFailed, "OOMKilled", 137)}
+			},
+			created: -1, phase: trainjob.PhaseFailed, inMessage: "jobset failed",
+		},
 		"never started within startTimeout: deleted, retried at once": {
 			spec: retrying, jobs: []*trainer.TrainJob{retryJob(0, 0)}, deadlines: trainjob.Deadlines{StartTimeout: 30 * time.Minute},
 			pods:    func(tj *trainer.TrainJob) []corev1.Pod { return []corev1.Pod{nodePod(tj, corev1.PodPending, "", 0)} },
@@ -217,4 +226,115 @@ func TestAStepRetriesARetryableFailureItself(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A TrainJob a retry replaced that is left running (a deadline ended it and its delete failed)
+// is ended at every later look of the step, whatever the look does, and so is each before it;
+// one let go of for the steps that follow it, or kept, is not.
+func TestEarlierRetriesLeftRunningAreEnded(t *testing.T) {
+	held := retryJob(0, 0)
+	other, _ := twoRuns(t)
+	other.Identity.OwnerUID = "uid-9"
+	k, v := other.Identity.HoldLabel()
+	held.Labels[k] = v
+	kept := retryJob(0, 0)
+	kept.Annotations = map[string]string{trainjob.AnnotationKept: "the step's timeout passed; keepOnTimeout"}
+	cases := map[string]struct {
+		jobs     []*trainer.TrainJob
+		step     func(s *Step)
+		gone     []int
+		reason   string
+		stopped  bool
+		retained []int
+	}{
+		"two retries in a row whose deletes failed: both ended at the next retry's look": {
+			jobs: []*trainer.TrainJob{retryJob(0, 0), replacing(retryJob(1, 2*time.Minute), retryJob(0, 0)),
+				replacing(retryJob(2, 4*time.Minute), retryJob(1, 2*time.Minute))},
+			gone: []int{0, 1}, retained: []int{2},
+		},
+		"the step stopped: the replaced job too": {
+			jobs: []*trainer.TrainJob{retryJob(0, 0), replacing(retryJob(1, 2*time.Minute), retryJob(0, 0))},
+			step: func(s *Step) { s.Stop = true }, stopped: true, gone: []int{0, 1},
+		},
+		"the retry's job deleted by someone: the step fails, and ends the replaced job": {
+			jobs: []*trainer.TrainJob{retryJob(0, 0)}, step: func(s *Step) { s.Recorded = atAttempt(1).Name() },
+			reason: ReasonTrainJobDeleted, gone: []int{0},
+		},
+		"let go of for another step that follows it: left running": {
+			jobs: []*trainer.TrainJob{held, replacing(retryJob(1, 2*time.Minute), retryJob(0, 0))}, retained: []int{0, 1},
+		},
+		"kept: left running": {
+			jobs: []*trainer.TrainJob{kept, replacing(retryJob(1, 2*time.Minute), retryJob(0, 0))}, retained: []int{0, 1},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objs := make([]client.Object, 0, len(tc.jobs))
+			for _, j := range tc.jobs {
+				objs = append(objs, j.DeepCopy())
+			}
+			e, c := engine(t, nil, objs...)
+			e.Snapshot = func(_ context.Context, tj *trainer.TrainJob) (trainjob.Snapshot, error) {
+				return trainjob.Snapshot{TrainJob: tj, Pods: []corev1.Pod{nodePod(tj, corev1.PodRunning, "", 0)}}, nil
+			}
+			s := Step{Spec: parse(t, validStep+"retry: {limit: 2}\n"), Namespace: "ns", Identity: identity()}
+			if tc.step != nil {
+				tc.step(&s)
+			}
+			st := e.Look(t.Context(), s)
+			require.NoError(t, st.Err)
+			assert.Equal(t, tc.stopped, st.Stopped)
+			if tc.reason != "" {
+				assert.Equal(t, tc.reason, st.Reason, st.Message)
+			}
+			for _, a := range tc.gone {
+				err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: atAttempt(a).Name()}, &trainer.TrainJob{})
+				assert.True(t, apierrors.IsNotFound(err), "attempt %d deleted: %v", a, err)
+			}
+			for _, a := range tc.retained {
+				assert.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: atAttempt(a).Name()}, &trainer.TrainJob{}), "attempt %d left", a)
+			}
+		})
+	}
+}
+
+// atAttempt is the test step's identity at TrainJob attempt a.
+func atAttempt(a int) trainjob.Identity {
+	id := identity()
+	id.Attempt = a
+	return id
+}
+
+// A step whose retry ended while the job that retry replaced is left running (its delete failed
+// again) has not ended: its face looks again, and the step ends once that job is gone.
+func TestAStepEndsOnlyOnceItsRetriesLeftNothingRunning(t *testing.T) {
+	replaced := replacing(retryJob(1, 2*time.Minute, failedAt(3*time.Minute)), retryJob(0, 0))
+	e, c := engine(t, nil, retryJob(0, 0), replaced)
+	failures := 1
+	e.Writer = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if failures > 0 {
+				failures--
+				return apierrors.NewInternalError(errors.New("etcd is slow"))
+			}
+			return c.Delete(ctx, obj, opts...)
+		},
+	})
+	e.Snapshot = func(_ context.Context, tj *trainer.TrainJob) (trainjob.Snapshot, error) {
+		return trainjob.Snapshot{TrainJob: tj, Pods: []corev1.Pod{nodePod(tj, corev1.PodFailed, "Error", 1)}}, nil
+	}
+	s := Step{Spec: parse(t, validStep+"retry: {limit: 2}\n"), Namespace: "ns", Identity: identity()}
+
+	st := e.Look(t.Context(), s)
+	require.Error(t, st.Err)
+	assert.False(t, st.Done(), "not ended while the replaced job runs: %s", st.Message)
+	assert.Contains(t, st.Message, "ending TrainJob "+atAttempt(0).Name()+", which a retry replaced")
+
+	st = e.Look(t.Context(), s)
+	require.NoError(t, st.Err)
+	assert.True(t, st.Done())
+	assert.Equal(t, trainjob.PhaseFailed, st.Phase, st.Message)
+	assert.Equal(t, trainjob.ClassCode, st.Failure.Class)
+	err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: atAttempt(0).Name()}, &trainer.TrainJob{})
+	assert.True(t, apierrors.IsNotFound(err), "the replaced job is gone: %v", err)
 }
