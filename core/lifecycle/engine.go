@@ -277,13 +277,15 @@ func failed(s Step, name, reason, msg string) Status {
 		Phase: trainjob.PhaseFailed, Reason: reason, Message: msg}}
 }
 
-// stop ends a stopped step: its TrainJob is deleted unless the step keeps it.
+// stop ends a stopped step: its TrainJob is deleted unless the step keeps it or it already
+// ended (a failed job whose retry waits out its backoff), which stays for its logs as a failed
+// step's does, until its owner goes: what the Argo face's reaper does (Abandon), on every face.
 func (e *Engine) stop(ctx context.Context, s Step, tj *trainer.TrainJob) Status {
 	st := Status{Stopped: true, Observation: trainjob.Observation{Namespace: s.Namespace, Name: s.Recorded}}
 	if tj != nil {
 		st.Name = tj.Name
 	}
-	if st.Name == "" || s.KeepOnStop {
+	if st.Name == "" || s.KeepOnStop || (tj != nil && trainjob.Observe(tj, nil).Phase.Terminal()) {
 		return st
 	}
 	if tj == nil || len(trainjob.Holders(tj)) > 0 {
@@ -305,6 +307,9 @@ func (e *Engine) stop(ctx context.Context, s Step, tj *trainer.TrainJob) Status 
 		}
 		if err == nil && !s.Identity.Adopts(fresh) {
 			return st // another step's job, which this one no longer holds: not its to delete
+		}
+		if err == nil && trainjob.Observe(fresh, nil).Phase.Terminal() {
+			return st
 		}
 	}
 	if err := trainjob.Delete(ctx, e.Writer, s.Namespace, st.Name); err != nil {

@@ -134,6 +134,11 @@ func TestLook(t *testing.T) {
 		"stopped, keeping its job": {
 			existing: []client.Object{ownJob()}, step: func(s *Step) { s.Stop, s.KeepOnStop = true, true }, stopped: true, done: true, remaining: 1, class: trainjob.ClassCancelled,
 		},
+		"stopped after its job ended (a retry waiting out its backoff): the job stays for its logs": {
+			existing: []client.Object{ownJob(metav1.Condition{Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: "FailedJobs",
+				Message: "jobset failed", LastTransitionTime: metav1.NewTime(t0.Add(time.Minute))})},
+			step: func(s *Step) { s.Stop = true }, stopped: true, done: true, remaining: 1, class: trainjob.ClassCancelled,
+		},
 		"stopped before any job: nothing to delete": {
 			step: func(s *Step) { s.Stop = true }, stopped: true, done: true, class: trainjob.ClassCancelled,
 		},

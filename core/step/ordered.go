@@ -12,9 +12,10 @@ type EnvVar struct {
 	Value string
 }
 
-// Env is environment variables written as a mapping (NAME: value), kept in the user's order:
-// Kubernetes expands $(VAR) only from entries before it, so {ROOT: /data, FILE: $(ROOT)/x} must
-// reach the pod in that order. A set but empty Env is not nil.
+// Env is environment variables written as a mapping (NAME: value), kept in dependency order
+// (envorder.go): Kubernetes expands $(VAR) only from entries before it, so {FILE: $(ROOT)/x,
+// ROOT: /data} reaches the pod as ROOT, then FILE, whatever order a face received it in. A set
+// but empty Env is not nil.
 type Env []EnvVar
 
 // Get returns the value of name.
@@ -33,7 +34,7 @@ func (e Env) Has(name string) bool {
 	return ok
 }
 
-// UnmarshalJSON reads a mapping of strings, in order.
+// UnmarshalJSON reads a mapping of strings, in the order it keeps them in (envorder.go).
 func (e *Env) UnmarshalJSON(b []byte) error {
 	if string(bytes.TrimSpace(b)) == "null" {
 		*e = nil
@@ -51,7 +52,7 @@ func (e *Env) UnmarshalJSON(b []byte) error {
 		}
 		out = append(out, EnvVar{Name: m.Key, Value: s})
 	}
-	*e = out
+	*e = dependencyOrder(out)
 	return nil
 }
 

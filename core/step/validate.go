@@ -87,7 +87,8 @@ func (s *Spec) Validate() field.ErrorList {
 	return errs
 }
 
-// ValidateEnv checks environment variable names, each set once.
+// ValidateEnv checks environment variable names, each set once, and that no entries refer to
+// each other in a cycle.
 func ValidateEnv(env Env, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	seen := map[string]bool{}
@@ -101,7 +102,7 @@ func ValidateEnv(env Env, p *field.Path) field.ErrorList {
 		}
 		seen[k] = true
 	}
-	return errs
+	return append(errs, envCycles(env, p)...)
 }
 
 // ValidatePackages checks pip requirement strings.

@@ -17,8 +17,10 @@ import (
 
 // keyFormat changes when what enters the key changes, so an old entry is never read as a new one.
 // 2: the spec of the object submitted (v2.1's podTemplateOverrides too) and the runtime's whole
-// spec, where 1 had the typed spec and the part of the runtime trainstep reads.
-const keyFormat = 2
+// spec, where 1 had the typed spec and the part of the runtime trainstep reads. 3: the env in
+// dependency order (core/step's envorder.go), the same on every face, where 2 had the order the
+// face received, which on Argo was the apiserver's.
+const keyFormat = 3
 
 // keyed is everything that decides what a step trains: the spec of the TrainJob as it is
 // submitted (trainer, image, command with the function's source and arguments, env values,

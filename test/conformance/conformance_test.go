@@ -76,6 +76,9 @@ type want struct {
 	waiting string
 	// trainJob is what is left of the step's TrainJob: gone, kept, or anything ("").
 	trainJob string
+	// jobs, when set, is how many TrainJobs the checked run made and left (its earlier run's not
+	// counted): the pair table states it for each of its scenarios.
+	jobs *jobCount
 }
 
 // What a step leaves of its TrainJob.
@@ -108,6 +111,7 @@ const (
 // prepare makes what the step needs in r's namespace (its queue, then setup's) and returns the
 // step as the face submits it.
 func (sc scenario) prepare(t *testing.T, r *running) string {
+	r.made = recordMade(t, r.ns)
 	if sc.queue != nil {
 		r.queue = stack.KueueQueue(t, r.ns, sc.queue.gpus)
 	}
@@ -153,7 +157,7 @@ func deleteOnceStarted(t *testing.T, r *running) {
 // step naming none would be refused, the framework's runtime being ambiguous.
 func scenarios() []scenario {
 	const returned = `{"loss": 0.1, "model_uri": "s3://bucket/model", "epochs": [1, 2]}`
-	return []scenario{{
+	return append([]scenario{{
 		name: "SucceedsWithTheReturnValue",
 		step: `
 framework: torch
@@ -321,13 +325,13 @@ startTimeout: 20m
 			outputs:  failedAs(trainjob.ClassUnschedulable, true, nil),
 			trainJob: gone},
 	}, {
-		name: "ARetryCountsTheAttemptAStartTimeoutDeletedAsLost",
+		name: "startTimeout+engineRetry/ARetryCountsTheAttemptAStartTimeoutDeletedAsLost",
 		// Both of the engine's attempts wait for GPUs no Node has, each until its startTimeout
 		// deletes its TrainJob: the second's lost-seconds is the first attempt's time, though
 		// its TrainJob is gone.
 		step:    unschedulableStep("15s"),
 		retries: 1,
-		want:    want{phase: "Failed", reason: trainjob.ReasonStartTimeout, outputs: failedAs(trainjob.ClassUnschedulable, true, nil), trainJob: gone},
+		want:    want{jobs: &jobCount{made: 2, left: 0}, phase: "Failed", reason: trainjob.ReasonStartTimeout, outputs: failedAs(trainjob.ClassUnschedulable, true, nil), trainJob: gone},
 		also:    lostAtLeast(15),
 		skip: map[string]string{"cli": "no engine tells `executor run` when the step's first attempt began (docs/cost.md): it counts " +
 			"from earlier attempts' TrainJobs still in the cluster, and a startTimeout deleted this one's"},
@@ -599,7 +603,7 @@ timeout: 3m
 		want: want{phase: "Failed", reason: "FailedJobs", outputs: failedAs(trainjob.ClassCode, false, map[string]string{trainjob.OutName: `^\S+$`})},
 		also: trainedTwice,
 	}, {
-		name: "ARetryResumesFromTheCheckpoint",
+		name: "checkpoint+engineRetry/ARetryResumesFromTheCheckpoint",
 		// Attempt 0 fails (KWOK_FAIL_ATTEMPT); attempt 1, a TrainJob of its own, gets the same
 		// checkpoint directory and succeeds, rank 0 writing beside its result the checkpoint it
 		// resumed from. kwok writes that message as the command script would; the script itself
@@ -622,12 +626,12 @@ checkpoint: {volume: ckpt}
 timeout: 3m
 `,
 		retries: 1,
-		want: want{phase: "Succeeded", message: `; resumed from step 40 \(attempt 1\)`, outputs: map[string]string{
+		want: want{jobs: &jobCount{made: 2, left: 2}, phase: "Succeeded", message: `; resumed from step 40 \(attempt 1\)`, outputs: map[string]string{
 			trainjob.OutAttempt: `^1$`, trainjob.OutResumedFrom: `^` + regexp.QuoteMeta(resumedFrom) + `$`, "result-loss": `^0\.25$`}},
 		also:  resumedWhereTheFirstStopped,
 		lacks: lacksPodBlock,
 	}, {
-		name: "AnOOMKilledStepIsRetriedByTrainstep",
+		name: "retry+checkpoint/AnOOMKilledStepResumesInItsRetry",
 		// The step's own retry (retry:), no engine retry: its first TrainJob's node is OOMKilled
 		// (retryable), so trainstep makes a second, attempt 1, with the same checkpoint
 		// directory; it succeeds and says what it resumed from.
@@ -651,7 +655,7 @@ checkpoint: {volume: ckpt}
 retry: {limit: 2}
 timeout: 3m
 `,
-		want: want{phase: "Succeeded", message: `; resumed from step 40 \(attempt 1\)`, outputs: map[string]string{
+		want: want{jobs: &jobCount{made: 2, left: 2}, phase: "Succeeded", message: `; resumed from step 40 \(attempt 1\)`, outputs: map[string]string{
 			trainjob.OutAttempt: `^1$`, trainjob.OutResumedFrom: `^` + regexp.QuoteMeta(resumedFrom) + `$`, "result-loss": `^0\.25$`,
 			trainjob.OutFailureClass: `^$`}},
 		also:  retriedByTrainstep,
@@ -731,7 +735,7 @@ timeout: 3m
 		also: trainedOnce,
 		skip: map[string]string{"argo": inFlightArgo},
 	}, {
-		name: "StoppingOneOfTwoInFlightStepsLeavesTheOtherTraining",
+		name: "follow+stop/StoppingOneOfTwoInFlightStepsLeavesTheOtherTraining",
 		// This run follows the earlier run's TrainJob and is stopped: it lets go of the job, which
 		// trains on and succeeds for the earlier run (the face checks it: alongside).
 		step: `
@@ -752,7 +756,7 @@ timeout: 3m
 			r.waitSaid(t, `following TrainJob`)
 			r.stop(t)
 		},
-		want: want{phase: stopped},
+		want: want{jobs: &jobCount{made: 0, left: 0}, phase: stopped},
 		also: func(t *testing.T, got result) {
 			l := &trainer.TrainJobList{}
 			require.NoError(t, stack.Client.List(t.Context(), l, client.InNamespace(got.step.ns)))
@@ -760,7 +764,7 @@ timeout: 3m
 		},
 		skip: map[string]string{"argo": inFlightArgo},
 	}, {
-		name: "AFailedRunIsNeverServed",
+		name: "cache+engineRetry/AFailedRunIsNeverServed",
 		// Every attempt 0 of this step fails (KWOK_FAIL_ATTEMPT). The earlier run had no retry and
 		// failed: nothing was stored, so this run trains; its retry succeeds and is stored.
 		step: `
@@ -783,30 +787,30 @@ timeout: 3m
 `,
 		earlier: sameStep,
 		retries: 1,
-		want: want{phase: "Succeeded", outputs: map[string]string{trainjob.OutCacheHit: `^false$`, trainjob.OutCachedFrom: `^$`,
+		want: want{jobs: &jobCount{made: 2, left: 2}, phase: "Succeeded", outputs: map[string]string{trainjob.OutCacheHit: `^false$`, trainjob.OutCachedFrom: `^$`,
 			trainjob.OutAttempt: `^1$`, "result-loss": `^0\.75$`}},
 		also:  trainedAndStored,
 		lacks: lacksPodBlock,
 	}, {
-		name: "KueueQueuedPastStartTimeoutThenAdmitted",
+		name: "startTimeout+kueue/QueuedPastStartTimeoutThenAdmitted",
 		// The queue's one GPU is held for 30 s by a job Kueue admitted first; startTimeout counts
 		// from the step's admission, not its TrainJob's creation.
 		queue: &queue{gpus: 1},
 		setup: func(t *testing.T, r *running) { stack.KueueBlocker(t, r.ns, r.queue, 1, 30, "") },
 		step:  queuedStep("startTimeout: 15s\n"),
-		want: want{phase: "Succeeded",
+		want: want{jobs: &jobCount{made: 1, left: 1}, phase: "Succeeded",
 			outputs: map[string]string{trainjob.OutQueueWait: `^\d+$`, trainjob.OutPreemptions: `^0$`},
 			waiting: `(?s) is queued in LocalQueue ` + queueName + ` \(Workload .*insufficient unused quota for nvidia\.com/gpu in flavor ` + realstack.KueueFlavor},
 		also: queuedLongerThan(15),
 	}, {
-		name: "KueuePreemptedThenRequeued",
+		name: "checkpoint+kueue/PreemptedThenRequeuedWhereItWas",
 		// A high-priority job takes the queue's one GPU from the running low-priority step, which
 		// names a checkpoint location: admitted again, it trains on where it was (also).
 		queue: &queue{gpus: 1},
 		step: queuedStep("labels: {"+realstack.KueuePriorityLabel+": "+realstack.KueueLowPriority+"}\n"+checkpointBlock,
 			"KWOK_RUN_SECONDS: \"20\""),
 		action: preemptOnceStarted,
-		want: want{phase: "Succeeded",
+		want: want{jobs: &jobCount{made: 1, left: 1}, phase: "Succeeded",
 			outputs: map[string]string{trainjob.OutPreemptions: `^1$`, trainjob.OutEvictions: `^1$`, trainjob.OutAttempt: `^0$`},
 			waiting: `(?s) was preempted by Kueue \(InClusterQueue\): .*; requeued in LocalQueue ` + queueName},
 		also:  keptItsCheckpointLocation,
@@ -834,14 +838,14 @@ timeout: 3m
 			assert.NotContains(t, got.message, "last lines of", "no pod's log explains a deactivation")
 		},
 	}, {
-		name: "KueueStoppedWhileQueued",
+		name: "stop+kueue/StoppedWhileQueued",
 		// A queue with no GPU quota never admits the step.
 		queue:  &queue{gpus: 0},
 		step:   queuedStep(""),
 		action: stopOnceQueued,
-		want:   want{phase: stopped, trainJob: gone},
+		want:   want{jobs: &jobCount{made: 1, left: 0}, phase: stopped, trainJob: gone},
 		also:   noWorkloadLeft,
-	}}
+	}}, pairScenarios()...)
 }
 
 // failingInitRuntime is a torch runtime whose dataset initializer is not retried
@@ -954,6 +958,9 @@ func check(t *testing.T, w want, got result) {
 		assert.JSONEq(t, js, got.outputs[k], "output %s", k)
 	}
 	checkCost(t, got.outputs)
+	if w.jobs != nil {
+		checkJobs(t, *w.jobs, got)
+	}
 	if w.waiting != "" {
 		assert.Regexp(t, w.waiting, got.waiting, "while the step ran")
 	}

@@ -14,7 +14,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/trainstep/trainstep/core/lifecycle"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/tekton"
 )
@@ -224,18 +226,13 @@ func runNames(got result) []string {
 	return names
 }
 
-// tektonsOwnReason: a CustomRun's reason is Tekton's own where the core's is elsewhere or there
-// is none: a success says Succeeded, as Tekton's TaskRuns do (the core's reason is the reason
-// result, compared as such), a cancelled run CustomRunCancelled (the core has no reason for a
-// step its engine stopped, and the CLI's and Argo's ends say none).
+// tektonsOwnReason: a CustomRun's reason is Tekton's own where the core's is elsewhere: a success
+// says Succeeded, as Tekton's TaskRuns do (the core's reason is the reason result, compared as
+// such). A cancelled run's CustomRunCancelled is not compared: of a stopped step only the phase is
+// (carried).
 func tektonsOwnReason(s seen) string {
-	if s.face == (tektonFace{}).name() {
-		switch {
-		case s.rec[facePhase] == "Succeeded" && s.value == tekton.ReasonSucceeded:
-			s.value = s.rec[trainjob.OutReason]
-		case s.rec[facePhase] == stopped && s.value == tekton.ReasonCancelled:
-			s.value = ""
-		}
+	if s.face == (tektonFace{}).name() && s.rec[facePhase] == "Succeeded" && s.value == tekton.ReasonSucceeded {
+		s.value = s.rec[trainjob.OutReason]
 	}
 	return asItIs(s)
 }
@@ -244,15 +241,17 @@ func tektonsOwnReason(s seen) string {
 // stand for none. An Argo step has the result-<key> outputs its Workflow declares, empty when the
 // step's result has no such key (the plugin answers every declared name; the scenarios' Workflows
 // declare those any scenario returns, declaredOutputs), where the CLI and Tekton faces have the
-// keys the result has. And no face has outputs for a step its engine stopped, which nothing
-// downstream runs to read: the CLI writes none when interrupted, a CustomRun cancelled before an
-// attempt ended has no results, and Argo's stopped node has its declared outputs empty.
+// keys the result has. And of a step its engine stopped only the phase is compared: its outputs,
+// which nothing downstream runs to read, are what its engine kept. The CLI writes none when
+// interrupted and a CustomRun cancelled before an attempt ended has no results, but Argo's
+// controller keeps a stopped node's outputs as the plugin's last reply left them: empty while
+// the step ran, the failed job's (reason Retrying) while a retry waited out its backoff.
 func carried(face string, rec record, field string) bool {
 	switch {
+	case rec[facePhase] == stopped:
+		return field == facePhase
 	case rec[field] != "" || field == facePhase || field == faceReason:
 		return true
-	case rec[facePhase] == stopped:
-		return false
 	case face == (argoFace{}).name():
 		return !trainjob.IsResultKeyOutput(field)
 	}
@@ -265,7 +264,7 @@ func carried(face string, rec record, field string) bool {
 // every face that ran the scenario, and a new output is compared as it is until this table says
 // otherwise.
 var differsByFace = map[string]fieldRule{
-	faceReason: {same: tektonsOwnReason, why: "Tekton's own reason for a success and a cancel"},
+	faceReason: {same: tektonsOwnReason, why: "Tekton's own reason for a success"},
 	// The run's names: each face's step has a TrainJob of its own, in a namespace of its own
 	// (Argo's one namespace is shared by its Workflows).
 	trainjob.OutName:       {same: presence, why: "names the run's TrainJob"},
@@ -373,6 +372,17 @@ func TestTheDifferentialCheck(t *testing.T) {
 			"cli":  {facePhase: stopped, faceReason: ""},
 			"argo": {facePhase: stopped, faceReason: "", trainjob.OutPhase: "", trainjob.OutName: "", "result-loss": ""},
 		}, runs))
+		assert.Empty(t, differences(map[string]record{
+			"cli": {facePhase: stopped, faceReason: ""},
+			"argo": {facePhase: stopped, faceReason: lifecycle.ReasonRetrying, trainjob.OutPhase: "Pending", trainjob.OutReason: lifecycle.ReasonRetrying,
+				trainjob.OutEvictions: "0"},
+		}, runs), "what Argo kept of the last reply before the stop")
+		diffs := differences(map[string]record{
+			"cli":  {facePhase: stopped, faceReason: ""},
+			"argo": {facePhase: "Failed", faceReason: ""},
+		}, runs)
+		require.NotEmpty(t, diffs)
+		assert.Contains(t, diffs[0], "the faces differ in face.phase", "the phase is compared")
 	})
 	t.Run("one face alone", func(t *testing.T) {
 		assert.Empty(t, differences(map[string]record{"cli": of("x7k2p-1424c130f461", "ns-a", nil)}, runs))

@@ -83,6 +83,11 @@ type running struct {
 	// when none).
 	previous string
 
+	// owner is the step's owner UID (trainjob.LabelOwnerUID) on its TrainJobs: the CLI's
+	// --owner-uid, the Workflow's, the CustomRun's; made records every TrainJob of the namespace.
+	owner string
+	made  *madeTrainJobs
+
 	mu    sync.Mutex
 	heard []string // what the face said while the step ran, each message once, in order
 }
@@ -210,6 +215,7 @@ func (cliFace) run(t *testing.T, sc scenario) result {
 	}
 	defer func() { earlierEnded(t) }()
 	owner := uuid.NewString() // the pipeline run's, the same for every attempt
+	r.owner = owner
 	if sc.upgrade {
 		createPrevious(t, r, previous.Identity{Engine: "cli", OwnerUID: owner, StepKey: cliStepKey}, nil, step)
 	}
@@ -310,6 +316,7 @@ func argoWorkflow(t *testing.T, sc scenario, r *running, step string) result {
 	}
 	argo.RunAgentWithSidecar(t, wf.Name, timeout)
 	r.selector = client.MatchingLabels{trainjob.LabelOwnerUID: string(wf.UID)}
+	r.owner = string(wf.UID)
 	r.stop = func(t *testing.T) { stopWorkflow(t, wf.Name) }
 	r.hear(t, func(ctx context.Context) []string {
 		cur, err := argo.Get(ctx, wf.Name)
@@ -437,6 +444,7 @@ func (tektonFace) run(t *testing.T, sc scenario) result {
 	})
 	sc.act(t, r)
 	run := finishedCustomRun(t, ns, "run")
+	r.owner = string(run.UID)
 	cond := run.Status.Succeeded()
 	t.Logf("CustomRun %s %s: %s", cond.Status, cond.Reason, cond.Message)
 	return result{phase: tektonPhase(run), reason: tektonReason(cond.Reason), message: cond.Message, outputs: tektonOutputs(run),
