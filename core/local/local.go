@@ -92,37 +92,16 @@ type NodeResult struct {
 // Run runs the TrainJob's trainer on this machine and returns when every node has exited (or one
 // failed, which stops the others, as a JobSet failure policy would). Cancelling ctx stops them.
 func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Runtime) (*Result, error) {
-	spec := tj.Spec.Trainer
-	if spec == nil {
-		spec = &trainer.Trainer{}
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	nodes, procs, command := layout(spec, rt, "127.0.0.1", port)
-	if len(command) == 0 {
-		return nil, fmt.Errorf("the local backend runs commands, not images: %s has no command; set trainer.command", tj.Name)
-	}
-	root, cleanup, err := r.workdir(tj.Name)
+	run, cleanup, err := r.prepare(tj, rt)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	shims, err := pythonShim(root)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkEntrypoints(rt, command, shims); err != nil {
-		return nil, err
-	}
-
-	started := metav1.NewTime(time.Now())
 	out := tj.DeepCopy()
-	out.CreationTimestamp = started
+	out.CreationTimestamp = metav1.NewTime(time.Now())
 	resumed := &resumeWatch{}
-	notify := r.progress(out, nodes, resumed)
-	status, err := startStatusServer(root, tj.Namespace, tj.Name, notify)
+	notify := r.progress(out, run.nodes, resumed)
+	status, err := startStatusServer(run.root, tj.Namespace, tj.Name, notify)
 	if err != nil {
 		return nil, err
 	}
@@ -132,29 +111,89 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 			notify(status.lastOrZero())
 		}
 	}
-	launches := nodes
+	results, culprit, err := r.launch(ctx, run, status, seen)
+	if err != nil {
+		return nil, err
+	}
+	out.Status.TrainerStatus = status.last()
+	res := &Result{TrainJob: out, Nodes: results, Culprit: culprit, Attempt: r.Attempt, ResumedFrom: resumed.from(), Result: run.result()}
+	finish(out, res.failed())
+	return res, nil
+}
+
+// localRun is a run laid out on this machine, before anything starts: what each launch runs,
+// where, and with what the Trainer would inject.
+type localRun struct {
+	spec *trainer.Trainer
+	rt   *runtimes.Runtime
+	// port is the coordinator's (torchrun's rendezvous, JAX's, …) on 127.0.0.1.
+	port         int
+	nodes, procs int
+	// launches is how many processes Run starts: one per node, or for MPI one mpirun on the
+	// launcher that starts every rank.
+	launches int
+	command  []string
+	// root holds every node's working directory; shims a python for a machine with only python3.
+	root, shims string
+}
+
+// prepare lays the run out and checks, before anything starts, that this machine has what it
+// runs. cleanup removes the working directory it made.
+func (r *Runner) prepare(tj *trainer.TrainJob, rt *runtimes.Runtime) (run *localRun, cleanup func(), err error) {
+	spec := tj.Spec.Trainer
+	if spec == nil {
+		spec = &trainer.Trainer{}
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	run = &localRun{spec: spec, rt: rt, port: port}
+	run.nodes, run.procs, run.command = layout(spec, rt, "127.0.0.1", port)
+	if len(run.command) == 0 {
+		return nil, nil, fmt.Errorf("the local backend runs commands, not images: %s has no command; set trainer.command", tj.Name)
+	}
+	if run.root, cleanup, err = r.workdir(tj.Name); err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (*localRun, func(), error) {
+		cleanup()
+		return nil, nil, err
+	}
+	if run.shims, err = pythonShim(run.root); err != nil {
+		return fail(err)
+	}
+	if err := checkEntrypoints(rt, run.command, run.shims); err != nil {
+		return fail(err)
+	}
+	run.launches = run.nodes
 	if rt.Policy == runtimes.PolicyMPI {
 		// One mpirun on the launcher starts every rank, as on a cluster.
-		launches = 1
-		command, err = localMPI(command, root, nodes*procs)
-		if err != nil {
-			return nil, err
+		run.launches = 1
+		if run.command, err = localMPI(run.command, run.root, run.nodes*run.procs); err != nil {
+			return fail(err)
 		}
 	}
+	return run, cleanup, nil
+}
+
+// launch starts every launch of the run and waits for them all. The first to fail is the
+// culprit (-1 if none failed on its own) and stops the others.
+func (r *Runner) launch(ctx context.Context, run *localRun, status *statusServer, seen func(string)) ([]NodeResult, int, error) {
 	ctx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
-	results := make([]NodeResult, launches)
+	results := make([]NodeResult, run.launches)
 	// The first node to fail is the one to blame; the others were stopped because of it.
 	var firstFailed sync.Once
 	culprit := -1
 	var wg sync.WaitGroup
 	var outMu sync.Mutex
-	for i := range launches {
-		dir := filepath.Join(root, fmt.Sprintf("node-%d", i))
+	for i := range run.launches {
+		dir := filepath.Join(run.root, fmt.Sprintf("node-%d", i))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("making the working directory of node %d: %w", i, err)
+			return nil, 0, fmt.Errorf("making the working directory of node %d: %w", i, err)
 		}
-		env := append(nodeEnv(rt, spec.Env, i, nodes, procs, port, dir, shims), trainers.ResultFileEnv+"="+filepath.Join(dir, resultFile))
+		env := append(nodeEnv(run.rt, run.spec.Env, i, run.nodes, run.procs, run.port, dir, run.shims), trainers.ResultFileEnv+"="+filepath.Join(dir, resultFile))
 		for k, v := range status.env() {
 			env = append(env, k+"="+v)
 		}
@@ -162,7 +201,7 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = r.runNode(ctx, i, command, dir, env, &outMu, seen)
+			results[i] = r.runNode(ctx, i, run.command, dir, env, &outMu, seen)
 			if results[i].ExitCode != 0 {
 				firstFailed.Do(func() {
 					if ctx.Err() == nil {
@@ -174,18 +213,19 @@ func (r *Runner) Run(ctx context.Context, tj *trainer.TrainJob, rt *runtimes.Run
 		}()
 	}
 	wg.Wait()
-	out.Status.TrainerStatus = status.last()
-	res := &Result{TrainJob: out, Nodes: results, Culprit: culprit, Attempt: r.Attempt, ResumedFrom: resumed.from()}
-	for i := range launches {
-		if b, err := os.ReadFile(filepath.Join(root, fmt.Sprintf("node-%d", i), resultFile)); err == nil {
+	return results, culprit, nil
+}
+
+// result is the function's return value as the first node that wrote one wrote it.
+func (run *localRun) result() trainjob.ResultMessage {
+	for i := range run.launches {
+		if b, err := os.ReadFile(filepath.Join(run.root, fmt.Sprintf("node-%d", i), resultFile)); err == nil {
 			if r, ok := trainjob.ReadResult(string(b)); ok {
-				res.Result = r
-				break
+				return r
 			}
 		}
 	}
-	finish(out, res.failed())
-	return res, nil
+	return trainjob.ResultMessage{}
 }
 
 // layout is the node count, processes per node and command of a local run, with the

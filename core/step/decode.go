@@ -167,6 +167,16 @@ var foreignFields = map[string]struct{ field, hint string }{
 	"podTemplateOverrides": {"pod", "trainstep's field for it is pod: trainstep writes spec.runtimePatches or spec.podTemplateOverrides, whichever the installed Trainer has"},
 	"podSpecOverrides":     {"pod", "trainstep's field for it is pod: trainstep writes spec.runtimePatches or spec.podTemplateOverrides, whichever the installed Trainer has"},
 	"runtime_patches":      {"pod", "trainstep's field for it is pod: trainstep writes spec.runtimePatches or spec.podTemplateOverrides, whichever the installed Trainer has"},
+	// The SDK's initializers put credentials in plain env (ACCESS_TOKEN, …); a step is kept in
+	// pipelines and git, so it names a Secret whose keys become that env instead.
+	"accessToken":     {"secretRef", secretHint("ACCESS_TOKEN", "access_token", "hf-token")},
+	"access_token":    {"secretRef", secretHint("ACCESS_TOKEN", "access_token", "hf-token")},
+	"accessKeyId":     {"secretRef", secretHint("ACCESS_KEY_ID", "access_key_id", "s3-credentials")},
+	"secretAccessKey": {"secretRef", secretHint("SECRET_ACCESS_KEY", "secret_access_key", "s3-credentials")},
+}
+
+func secretHint(env, sdk, secret string) string {
+	return fmt.Sprintf("a credential never goes in the step: put it in a Secret under the key %s (the env the SDK's %s becomes, which the Trainer's initializer reads) and name the Secret: secretRef: %s", env, sdk, secret)
 }
 
 func editDistance(a, b string) int {
@@ -262,6 +272,9 @@ func describe(t reflect.Type) string {
 	}
 	if t == secretRefType {
 		return "a Secret's name, or {name: <Secret's name>}"
+	}
+	if t == runtimeRefType {
+		return "a runtime's name, or {name: <runtime's name>, kind: …}"
 	}
 	switch t.Kind() {
 	case reflect.String:

@@ -3,7 +3,9 @@
 package step
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"time"
 )
 
@@ -17,7 +19,8 @@ type Spec struct {
 	Kind       string `json:"kind,omitempty"`
 	// Framework picks the trainer (torch → TorchTrainer, …) and the runtimes discovery looks at.
 	Framework string `json:"framework,omitempty"`
-	// Runtime names a (Cluster)TrainingRuntime explicitly and skips discovery.
+	// Runtime names a (Cluster)TrainingRuntime explicitly and skips discovery: its name alone, as
+	// the SDK's TrainerClient.train(runtime=...) takes it, or {name, kind}.
 	Runtime *RuntimeRef `json:"runtime,omitempty"`
 	// Trainer carries the trainer kind and its own fields; the registered trainer decodes them.
 	Trainer TrainerSpec `json:"trainer"`
@@ -76,6 +79,25 @@ type RuntimeRef struct {
 	Name string `json:"name"`
 	Kind string `json:"kind,omitempty"`
 }
+
+var runtimeRefType = reflect.TypeOf(RuntimeRef{})
+
+// UnmarshalJSON takes the name alone (runtime: torch-distributed) or the object, whose keys
+// DecodeStrict has already checked (RuntimeRef is a shorthand struct). It has no MarshalJSON:
+// both spellings write the same object, so they are the same step to every hash of it.
+func (r *RuntimeRef) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) > 0 && b[0] == '"':
+		return json.Unmarshal(b, &r.Name)
+	case len(b) > 0 && b[0] == '{':
+		type plain RuntimeRef // no UnmarshalJSON: no recursion
+		return json.Unmarshal(b, (*plain)(r))
+	}
+	return &json.UnmarshalTypeError{Value: string(b), Type: runtimeRefType}
+}
+
+func (*RuntimeRef) shorthand() {}
 
 // RuntimeConfig is KEP-285's RuntimeConfig: how the training environment is prepared, not what
 // is trained. Nil fields leave the trainer's own values alone.

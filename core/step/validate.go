@@ -29,9 +29,7 @@ func (s *Spec) Validate() field.ErrorList {
 			"set framework (torch, mpi, jax, xgboost, deepspeed, torchtune, …) or trainer.kind"))
 	}
 	if s.Framework != "" {
-		for _, msg := range validation.IsDNS1123Label(s.Framework) {
-			errs = append(errs, field.Invalid(field.NewPath("framework"), s.Framework, msg))
-		}
+		errs = append(errs, validateFramework(s.Framework, field.NewPath("framework"))...)
 	}
 	if r := s.Runtime; r != nil {
 		p := field.NewPath("runtime")
@@ -83,6 +81,25 @@ func (s *Spec) Validate() field.ErrorList {
 	}
 	if s.KeepOnTimeout && s.Timeout == nil {
 		errs = append(errs, field.Required(field.NewPath("timeout"), "keepOnTimeout needs a timeout"))
+	}
+	return errs
+}
+
+// foreignFrameworks are framework names a Kubeflow user brings from elsewhere (the Training
+// Operator's PyTorchJob, PyTorch's own name) that no Trainer runtime is labelled with, and the
+// trainer.kubeflow.org/framework value that means what they meant.
+var foreignFrameworks = map[string]string{"pytorch": "torch"}
+
+// validateFramework checks the framework as a label value, and names the Trainer's value for a
+// framework the user calls by another name.
+func validateFramework(fw string, p *field.Path) field.ErrorList {
+	if want, ok := foreignFrameworks[strings.ToLower(fw)]; ok {
+		return field.ErrorList{field.Invalid(p, fw, fmt.Sprintf(
+			"the Trainer's runtimes for it are labelled trainer.kubeflow.org/framework: %s; write framework: %s", want, want))}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(fw) {
+		errs = append(errs, field.Invalid(p, fw, msg))
 	}
 	return errs
 }

@@ -25,6 +25,7 @@ func PyLiteral(v any) (string, error) {
 	return b.String(), nil
 }
 
+// writePy writes one value: a scalar here, a container by its own writer.
 func writePy(b *strings.Builder, v any) error {
 	switch x := v.(type) {
 	case nil:
@@ -35,78 +36,102 @@ func writePy(b *strings.Builder, v any) error {
 		} else {
 			b.WriteString("False")
 		}
-	case json.Number:
-		s, err := pyNumber(x.String())
-		if err != nil {
-			return err
-		}
-		b.WriteString(s)
-	case float64:
-		s, err := pyFloat(x)
-		if err != nil {
-			return err
-		}
-		b.WriteString(s)
-	case float32:
-		s, err := pyFloat(float64(x))
-		if err != nil {
-			return err
-		}
-		b.WriteString(s)
-	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
-		fmt.Fprintf(b, "%d", x)
-	case step.Object:
-		seen := make(map[string]bool, len(x))
-		b.WriteByte('{')
-		for i, m := range x {
-			if seen[m.Key] {
-				return fmt.Errorf("key %q is set twice; a Python dict keeps only the last", m.Key)
-			}
-			seen[m.Key] = true
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writePyString(b, m.Key)
-			b.WriteString(": ")
-			if err := writePy(b, m.Value); err != nil {
-				return err
-			}
-		}
-		b.WriteByte('}')
+	case json.Number, float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return writePyNumber(b, x)
 	case string:
 		writePyString(b, x)
+	case step.Object:
+		return writePyObject(b, x)
 	case []any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if err := writePy(b, e); err != nil {
-				return err
-			}
-		}
-		b.WriteByte(']')
+		return writePyList(b, x)
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writePyString(b, k)
-			b.WriteString(": ")
-			if err := writePy(b, x[k]); err != nil {
-				return err
-			}
-		}
-		b.WriteByte('}')
+		return writePyMap(b, x)
 	default:
 		return fmt.Errorf("cannot pass a %T to Python", v)
 	}
+	return nil
+}
+
+// writePyNumber writes a number as the kind it was written: a JSON literal as spelled, a Go
+// float as a float, a Go integer as an int.
+func writePyNumber(b *strings.Builder, v any) error {
+	var s string
+	var err error
+	switch x := v.(type) {
+	case json.Number:
+		s, err = pyNumber(x.String())
+	case float64:
+		s, err = pyFloat(x)
+	case float32:
+		s, err = pyFloat(float64(x))
+	default:
+		s = fmt.Sprintf("%d", x)
+	}
+	if err != nil {
+		return err
+	}
+	b.WriteString(s)
+	return nil
+}
+
+// writePyObject writes a dict in the order the user wrote its keys, refusing a key set twice
+// (Python would keep only the last, silently).
+func writePyObject(b *strings.Builder, x step.Object) error {
+	seen := make(map[string]bool, len(x))
+	b.WriteByte('{')
+	for i, m := range x {
+		if seen[m.Key] {
+			return fmt.Errorf("key %q is set twice; a Python dict keeps only the last", m.Key)
+		}
+		seen[m.Key] = true
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		writePyString(b, m.Key)
+		b.WriteString(": ")
+		if err := writePy(b, m.Value); err != nil {
+			return err
+		}
+	}
+	b.WriteByte('}')
+	return nil
+}
+
+// writePyList writes a list.
+func writePyList(b *strings.Builder, x []any) error {
+	b.WriteByte('[')
+	for i, e := range x {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if err := writePy(b, e); err != nil {
+			return err
+		}
+	}
+	b.WriteByte(']')
+	return nil
+}
+
+// writePyMap writes a Go map as a dict in sorted key order: it has no order of its own, and the
+// script must be the same for the same step.
+func writePyMap(b *strings.Builder, x map[string]any) error {
+	keys := make([]string, 0, len(x))
+	for k := range x {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		writePyString(b, k)
+		b.WriteString(": ")
+		if err := writePy(b, x[k]); err != nil {
+			return err
+		}
+	}
+	b.WriteByte('}')
 	return nil
 }
 

@@ -92,14 +92,39 @@ func (r *Registry) Resolve(s *step.Spec) (Trainer, field.ErrorList) {
 	}
 	reg, ok := r.byKind[kind]
 	if !ok {
-		kinds := make([]string, 0, len(r.byKind))
-		for k := range r.byKind {
-			kinds = append(kinds, k)
-		}
-		sort.Strings(kinds)
-		return nil, field.ErrorList{field.NotSupported(field.NewPath("trainer", "kind"), kind, kinds)}
+		return nil, field.ErrorList{r.unknownKind(kind)}
 	}
 	return reg.New(s.Framework, s.Trainer.Fields)
+}
+
+// sdkKinds are the Kubeflow SDK's trainer classes that are no kind here: the kind that does
+// their job, and how their fields are written for it.
+var sdkKinds = map[string]struct{ kind, how string }{
+	"BuiltinTrainer": {"TorchTuneTrainer", "the SDK's BuiltinTrainer(config=TorchTuneConfig(...)) is trainer.kind: TorchTuneTrainer (or framework: torchtune), " +
+		"with TorchTuneConfig's fields in the trainer block itself, not under config: dtype, batchSize, epochs, loss, numNodes, resourcesPerNode, peftConfig, datasetPreprocessConfig " +
+		"(trainer.config holds other torchtune overrides)"},
+}
+
+// unknownKind refuses a kind no trainer is registered for, naming the registered kind the user
+// meant when it is an SDK class or a registered kind in another case (JaxTrainer for JAXTrainer).
+func (r *Registry) unknownKind(kind string) *field.Error {
+	p := field.NewPath("trainer", "kind")
+	if sdk, ok := sdkKinds[kind]; ok {
+		if _, here := r.byKind[sdk.kind]; here {
+			return field.Invalid(p, kind, sdk.how)
+		}
+	}
+	kinds := make([]string, 0, len(r.byKind))
+	for k := range r.byKind {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		if strings.EqualFold(k, kind) {
+			return field.Invalid(p, kind, fmt.Sprintf("kinds are case-sensitive: write trainer.kind: %s", k))
+		}
+	}
+	return field.NotSupported(p, kind, kinds)
 }
 
 // Builtin registers trainstep's own trainers.

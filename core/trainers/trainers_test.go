@@ -276,6 +276,40 @@ func TestRegistryTier2(t *testing.T) {
 	assert.ErrorContains(t, r.Register(Registration{Kind: "Other", Frameworks: []string{"torch"}, New: newTorch}), "already picks TorchTrainer")
 }
 
+// The Kubeflow SDK's trainer class names that are no kind here are refused on trainer.kind with
+// the kind that does their job; an unknown kind still lists every kind.
+func TestSDKTrainerKindsNameTheKindToWrite(t *testing.T) {
+	cases := map[string]struct {
+		kind string
+		want []string
+	}{
+		"BuiltinTrainer": {"BuiltinTrainer", []string{`trainer.kind: Invalid value: "BuiltinTrainer"`, "trainer.kind: TorchTuneTrainer", "dtype, batchSize", "not under config"}},
+		"JaxTrainer":     {"JaxTrainer", []string{`trainer.kind: Invalid value: "JaxTrainer"`, "write trainer.kind: JAXTrainer"}},
+		"any case":       {"torchtrainer", []string{"write trainer.kind: TorchTrainer"}},
+		"unknown":        {"TFTrainer", []string{`trainer.kind: Unsupported value: "TFTrainer"`, `"CustomTrainer"`, `"TorchTuneTrainer"`}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, err := step.Parse([]byte("trainer: {kind: " + tc.kind + "}"))
+			require.NoError(t, err)
+			tr, errs := Builtin().Resolve(s)
+			assert.Nil(t, tr)
+			require.Len(t, errs, 1)
+			for _, want := range tc.want {
+				assert.Contains(t, errs[0].Error(), want)
+			}
+		})
+	}
+	// A hint names only a kind the registry has.
+	r := NewRegistry()
+	require.NoError(t, r.Register(Registration{Kind: "CustomTrainer", New: newCustom}))
+	s, err := step.Parse([]byte("trainer: {kind: BuiltinTrainer}"))
+	require.NoError(t, err)
+	_, errs := r.Resolve(s)
+	require.Len(t, errs, 1)
+	assert.Equal(t, `trainer.kind: Unsupported value: "BuiltinTrainer": supported values: "CustomTrainer"`, errs[0].Error())
+}
+
 // Every standard resource name and the SDK's aliases are matched in any case, as the Kubeflow
 // SDK matches them, so the pre-checks pass only what Kubernetes takes; an extended resource's
 // name is kept as written (it is case-sensitive on the node), its domain lower-cased (Kubernetes

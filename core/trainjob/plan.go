@@ -49,7 +49,9 @@ type Plan struct {
 func (p *Planner) Plan(ctx context.Context, s *step.Spec, namespace string) (*Plan, error) {
 	errs := s.Validate()
 	var t trainers.Trainer
-	if s.Framework != "" || s.Trainer.Kind != "" {
+	// A framework Validate refused picks no trainer: resolving it would only refuse it again,
+	// pointing elsewhere (a custom trainer for a framework that is a misspelling).
+	if s.Trainer.Kind != "" || (s.Framework != "" && !refuses(errs, "framework")) {
 		var terrs field.ErrorList
 		t, terrs = p.Trainers.Resolve(s)
 		errs = append(errs, terrs...)
@@ -138,6 +140,11 @@ func hangWarning(s *step.Spec, api API) string {
 	}
 	return "hangTimeout counts only from the job's first progress report (report(), the Kubeflow SDK's update_trainjob_status, its Hugging Face callback), " +
 		"and a report reaches the TrainJob only where the Trainer's TrainJobStatus feature gate is on (off by default): a job that never reports is never hung"
+}
+
+// refuses reports whether errs has an error on the field at path.
+func refuses(errs field.ErrorList, path string) bool {
+	return slices.ContainsFunc(errs, func(e *field.Error) bool { return e.Field == path })
 }
 
 // NumNodes is the node count the TrainJob will run with.

@@ -14,7 +14,7 @@ import (
 // descriptions are shown by editors; keys are JSON field names.
 var descriptions = map[string]string{
 	"framework":               "Picks the trainer (torch→TorchTrainer, mpi→MPITrainer, deepspeed→DeepSpeedTrainer, jax→JAXTrainer, xgboost→XGBoostTrainer, torchtune→TorchTuneTrainer) and the runtimes discovery considers.",
-	"runtime":                 "A (Cluster)TrainingRuntime to use instead of discovering one by its trainer.kubeflow.org/framework label.",
+	"runtime":                 "A (Cluster)TrainingRuntime to use instead of discovering one by its trainer.kubeflow.org/framework label: its name, or {name, kind}.",
 	"trainer":                 "The trainer: its kind (optional when framework is set) and its fields.",
 	"kind":                    "Trainer kind, or runtime kind (ClusterTrainingRuntime / TrainingRuntime).",
 	"runtimeConfig":           "How the environment is prepared (KEP-285 RuntimeConfig): a set field replaces the trainer's field of the same name.",
@@ -108,8 +108,7 @@ func Step(reg *trainers.Registry) map[string]any {
 	props["timeout"] = map[string]any{"type": []any{"string", "number"}, "description": descriptions["timeout"]}
 	props["startTimeout"] = map[string]any{"type": []any{"string", "number"}, "description": descriptions["startTimeout"]}
 	props["hangTimeout"] = map[string]any{"type": []any{"string", "number"}, "description": descriptions["hangTimeout"]}
-	props["runtime"].(map[string]any)["properties"].(map[string]any)["kind"] = map[string]any{"type": "string",
-		"enum": []any{step.ClusterTrainingRuntime, step.TrainingRuntime}}
+	props["runtime"] = runtimeRef()
 	podProps := props["pod"].(map[string]any)["properties"].(map[string]any)
 	// hostPath parses (so it is refused by name, with why) but editors should not offer it.
 	delete(podProps["volumes"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any), "hostPath")
@@ -119,6 +118,14 @@ func Step(reg *trainers.Registry) map[string]any {
 	retry(props["retry"].(map[string]any))
 	root["required"] = []any{"trainer"}
 	return root
+}
+
+// runtimeRef is the runtime's name alone, as the SDK's train(runtime=...) takes it, or {name, kind}.
+func runtimeRef() map[string]any {
+	obj := object(reflect.TypeOf(step.RuntimeRef{}))
+	obj["properties"].(map[string]any)["kind"] = map[string]any{"type": "string",
+		"enum": []any{step.ClusterTrainingRuntime, step.TrainingRuntime}}
+	return map[string]any{"anyOf": []any{map[string]any{"type": "string"}, obj}, "description": descriptions["runtime"]}
 }
 
 // cache describes the cache block: maxAge is a duration like timeout, and required.

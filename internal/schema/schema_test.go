@@ -51,3 +51,22 @@ func TestSchemaCheckpointTakesOneOfVolumeOrURI(t *testing.T) {
 		assert.Equal(t, ok, err == nil, "%s: %v", block, err)
 	}
 }
+
+// runtime: the name alone, as the SDK's train(runtime=...) takes it, or {name, kind}, as the
+// parser takes them.
+func TestSchemaRuntimeTakesANameOrTheObject(t *testing.T) {
+	s := compiled(t)
+	const base = "framework: torch\ntrainer: {}\nruntime: "
+	for runtime, ok := range map[string]bool{
+		"torch-distributed":                                true,
+		"{name: torch-distributed}":                        true,
+		"{name: torch-distributed, kind: TrainingRuntime}": true,
+		"{name: torch-distributed, kind: ClusterRuntime}":  false,
+		"{name: torch-distributed, namespace: x}":          false,
+		"3":                   false,
+		"[torch-distributed]": false,
+	} {
+		err := s.Validate(instance(t, base+runtime))
+		assert.Equal(t, ok, err == nil, "%s: %v", runtime, err)
+	}
+}
