@@ -34,7 +34,9 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT := go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 BIN   := bin/executor
 # What `executor version` and the image's labels report: the release (VERSION=v0.3.0 for a
-# release; else git describe) and the commit. GOFLAGS has -buildvcs=false, so the Go toolchain
+# release; else git describe) and the commit. The file VERSION is the release being prepared:
+# every version the docs, the chart and the examples state of trainstep is made from it by `make
+# generate`, and `make release` builds it unless VERSION= says another. GOFLAGS has -buildvcs=false, so the Go toolchain
 # stamps neither; -X does (internal/version).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -73,7 +75,8 @@ image: ## the one image for all three faces, linux/amd64 + linux/arm64, no conta
 # Where a release's image is pushed; its install files name <repository>@<digest>.
 RELEASE_REPOSITORY ?= ghcr.io/trainstep/trainstep
 
-release: ## dist/: install-argo.yaml and install-tekton.yaml (image pinned by digest), the chart (trainstep-<version>.tgz, the same image), the image (dist/image) and SHA256SUMS; VERSION=v0.3.0
+release: VERSION = $(shell cat VERSION)
+release: ## dist/: install-argo.yaml and install-tekton.yaml (image pinned by digest), the chart (trainstep-<version>.tgz, the same image), the image (dist/image) and SHA256SUMS; VERSION: the file VERSION
 	go run ./hack/release --out dist --version $(VERSION) --repository $(RELEASE_REPOSITORY) --commit $(COMMIT) \
 		--created $(SOURCE_DATE_EPOCH) --source $(IMAGE_SOURCE)
 
@@ -94,10 +97,10 @@ test-assets: $(TEST_ASSETS)
 lint: ## golangci-lint: go vet's analyzers, gofmt, goimports, staticcheck, errorlint, revive, gocritic, …
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
-generate: ## regenerate every generated file (JSON Schema, Argo plugin ConfigMap): internal/generate
+generate: ## regenerate every generated file (JSON Schema, Argo plugin ConfigMap, every version claim's block): internal/generate
 	go run ./hack/generate
 
-verify: ## fail when a generated file is stale
+verify: ## fail when a generated file is stale, or a version claim outside the generated blocks disagrees with its source
 	go run ./hack/generate -verify
 
 # TEST_FUZZTIME bounds each fuzz test inside `make test` (a crash found becomes a testdata/fuzz

@@ -1,5 +1,6 @@
 // Command generate writes every generated file of the repository (make generate), or with
-// -verify lists the stale ones and fails (make verify). Run it from the repository root.
+// -verify lists the stale ones and the hand-written version claims that disagree with their
+// sources, and fails if there are any (make verify). Run it from the repository root.
 package main
 
 import (
@@ -11,7 +12,7 @@ import (
 )
 
 func main() {
-	verify := flag.Bool("verify", false, "do not write: list stale generated files and exit 1 if there are any")
+	verify := flag.Bool("verify", false, "do not write: list stale generated files and disagreeing version claims, and exit 1 if there are any")
 	flag.Parse()
 	if *verify {
 		stale, err := generate.Stale(".")
@@ -22,7 +23,15 @@ func main() {
 		for _, p := range stale {
 			fmt.Fprintf(os.Stderr, "stale: %s (run `make generate` and commit the result)\n", p)
 		}
-		if len(stale) > 0 {
+		wrong, err := generate.Disagreements(".")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		for _, d := range wrong {
+			fmt.Fprintln(os.Stderr, "version claim:", d)
+		}
+		if len(stale)+len(wrong) > 0 {
 			os.Exit(1)
 		}
 		return

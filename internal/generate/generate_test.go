@@ -3,6 +3,7 @@ package generate
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,11 +25,13 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 func TestStaleFindsAndWriteRepairsAnEdit(t *testing.T) {
 	dir := t.TempDir()
 	// The generators' inputs: manifests/ (plugin.yaml beside the other manifests), the
-	// compatibility results the README's table is made from, and go.mod and go.sum, which say
-	// which Trainer module the stock runtimes come from.
+	// compatibility results the README's table and the version claims are made from, the
+	// release (VERSION) and Kueue's pin, and go.mod and go.sum, which say which Trainer module
+	// the stock runtimes come from.
 	inputs, err := filepath.Glob(filepath.Join(root, "manifests", "*", "*.yaml"))
 	require.NoError(t, err)
-	inputs = append(inputs, filepath.Join(root, "docs", "compatibility.json"), filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum"))
+	inputs = append(inputs, filepath.Join(root, "docs", "compatibility.json"), filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum"),
+		filepath.Join(root, versionFile), filepath.Join(root, kueueMake))
 	files := Files()
 	for _, in := range inputs {
 		rel, err := filepath.Rel(root, in)
@@ -45,7 +48,7 @@ func TestStaleFindsAndWriteRepairsAnEdit(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, stale)
 
-	edited := Files()[0].Path
+	const edited = "schemas/step.schema.json"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, edited), []byte("{}\n"), 0o644))
 	stale, err = Stale(dir)
 	require.NoError(t, err)
@@ -80,4 +83,22 @@ func TestCompatBlockPromisesOnlyWhatPassed(t *testing.T) {
 	} {
 		assert.Contains(t, block, want)
 	}
+}
+
+// The page Argo's plugin directory shows first installs the whole plugin, with its image built
+// and pushed before, not the ConfigMap alone (Argo's stock page), which leaves the agent pod
+// without its ServiceAccount, token Secret and RBAC.
+func TestArgoPluginReadmeGivesTheWholeInstall(t *testing.T) {
+	b, err := argoPluginReadme(root)
+	require.NoError(t, err)
+	readme := string(b)
+	assert.Contains(t, readme, "    kubectl apply -k manifests/argo\n")
+	assert.NotContains(t, readme, "kubectl apply -f trainstep-executor-plugin-configmap.yaml")
+	assert.Contains(t, readme, "extraEnv:\n           - name: ARGO_EXECUTOR_PLUGINS\n")
+	image := strings.Index(readme, "make image")
+	apply := strings.Index(readme, "kubectl apply")
+	assert.True(t, image >= 0 && image < apply, "the image is built before anything is applied")
+	c, err := LoadClaims(root)
+	require.NoError(t, err)
+	assert.Contains(t, readme, "Argo Workflows "+c.Argo.Min()+" or later")
 }
