@@ -41,7 +41,7 @@ func DAGExampleServedPods() []string {
 }
 
 // RunDAGExample: examples/workflows/argo-train-dag.yaml, byte for byte, does what its header
-// says, `argo submit -n argo --watch` (the harness's workflow-controller manages the argo
+// says, `argo submit -n ml --watch` (the harness's workflow-controller manages the ml
 // namespace, Namespace, which is the header's -n), through Argo's own workflow-controller and
 // agent, the real plugin binary and the real Trainer stack, on a cluster whose only storage is
 // ReadWriteOnce hostPath volumes. Every pod really runs (the pod runner plays their kubelet):
