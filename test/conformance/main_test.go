@@ -90,8 +90,8 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	}
 	argo, err = argoharness.Start(ctx, argoharness.Options{
 		Kubeconfig: s.Kubeconfig, Config: s.Config, Scheme: s.Scheme, Images: podOpts.Images, Hosts: podOpts.Hosts,
-		ServiceAccountConfig: func(ctx context.Context, sa string) (*rest.Config, error) {
-			return s.ServiceAccountConfig(ctx, argoharness.Namespace, sa, tokenSeconds)
+		ServiceAccountConfig: func(ctx context.Context, ns, sa string) (*rest.Config, error) {
+			return s.ServiceAccountConfig(ctx, ns, sa, tokenSeconds)
 		},
 	})
 	if err != nil {

@@ -84,15 +84,22 @@ repository:tag, the tag defaulting to the chart's appVersion.
 {{- end -}}
 
 {{/*
-What the schema cannot say: that one face at least is on, and that the Argo face has a namespace
-(--set argo.namespaces=null drops the list); each message names the values to set.
+What the schema cannot say: that one face at least is on, that the Argo face has a namespace
+(--set argo.namespaces=null drops the list), and that Argo's controller namespace is listed only
+when asked for (argo.pluginInControllerNamespace); each message names the values to set.
 */}}
 {{- define "trainstep.validate" -}}
 {{- if not (or .Values.argo.enabled .Values.tekton.enabled) -}}
 {{- fail "\n\ntrainstep installs one face or both, and none is on: set argo.enabled=true (Argo Workflows: the executor plugin in each of argo.namespaces) and/or tekton.enabled=true (Tekton Pipelines: the custom task controller in the release's namespace). charts/trainstep/README.md says why neither is on by default." -}}
 {{- end -}}
 {{- if and .Values.argo.enabled (not .Values.argo.namespaces) -}}
-{{- fail "\n\nthe Argo face is on but argo.namespaces names no namespace: set it to the namespaces that run workflows with trainstep steps (argo.namespaces={argo})." -}}
+{{- fail "\n\nthe Argo face is on but argo.namespaces names no namespace: set it to the namespaces that run workflows with trainstep steps (argo.namespaces={ml})." -}}
+{{- end -}}
+{{- if and .Values.argo.enabled (not .Values.argo.pluginInControllerNamespace) (has .Values.argo.controllerNamespace .Values.argo.namespaces) -}}
+{{- fail (printf "\n\nargo.namespaces lists %[1]s, Argo's controller namespace (argo.controllerNamespace): Argo adds a plugin found there to the agent pod of every workflow in every namespace, and looks up its ServiceAccount in the workflow's namespace, so a workflow in any namespace without it could no longer run an HTTP or plugin template. Either list in argo.namespaces only the namespaces your workflows run in (not %[1]s), or set argo.pluginInControllerNamespace=true and list in argo.namespaces every namespace whose workflows use HTTP or plugin templates (each gets the plugin's ServiceAccount and token Secret). If Argo's controller runs in another namespace, set argo.controllerNamespace to it." .Values.argo.controllerNamespace) -}}
+{{- end -}}
+{{- if and .Values.argo.enabled .Values.argo.pluginInControllerNamespace (not .Values.argo.controllerNamespace) -}}
+{{- fail "\n\nargo.pluginInControllerNamespace is on but argo.controllerNamespace is empty: set it to the namespace Argo's workflow-controller runs in (argo.controllerNamespace=argo)." -}}
 {{- end -}}
 {{- end -}}
 

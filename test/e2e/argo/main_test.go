@@ -24,7 +24,8 @@ import (
 	"github.com/trainstep/trainstep/test/internal/trainersim"
 )
 
-// Namespace is where Argo's controller, the workflows and the plugin live (the manifests' own).
+// Namespace is where the harness's (namespaced) controller, the workflows and the plugin live:
+// manifests/argo's own, which its ClusterRoleBindings name.
 const Namespace = argoharness.Namespace
 
 var (
@@ -90,8 +91,8 @@ func run(m *testing.M) int {
 	harness, err = argoharness.Start(start, argoharness.Options{
 		Kubeconfig: env.Kubeconfig, Config: env.Config, Scheme: env.Scheme, ReadyTimeout: testenv.Timeout, RequeueTime: requeue,
 		// A client certificate for the ServiceAccount's user name: RBAC sees exactly it.
-		ServiceAccountConfig: func(_ context.Context, sa string) (*rest.Config, error) {
-			return env.UserConfig("system:serviceaccount:"+Namespace+":"+sa, "system:serviceaccounts", "system:serviceaccounts:"+Namespace)
+		ServiceAccountConfig: func(_ context.Context, ns, sa string) (*rest.Config, error) {
+			return env.UserConfig("system:serviceaccount:"+ns+":"+sa, "system:serviceaccounts", "system:serviceaccounts:"+ns)
 		},
 	})
 	stop()

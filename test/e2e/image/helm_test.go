@@ -316,12 +316,12 @@ func TestChartValues(t *testing.T) {
 			assert.Equal(t, []string{
 				"ClusterRole//ml-trainstep-argo-janitor", "ClusterRole//ml-trainstep-executor-plugin",
 				"ClusterRoleBinding//ml-trainstep-argo-janitor", "ClusterRoleBinding//ml-trainstep-executor-plugin",
-				"ConfigMap/argo/trainstep-executor-plugin",
+				"ConfigMap/ml/trainstep-executor-plugin",
 				"Deployment/ops/ml-trainstep-argo-janitor",
-				"Role/argo/ml-trainstep-executor-plugin", "Role/argo/ml-trainstep-workflow", "Role/ops/ml-trainstep-argo-janitor-leader-election",
-				"RoleBinding/argo/ml-trainstep-executor-plugin", "RoleBinding/argo/ml-trainstep-workflow", "RoleBinding/ops/ml-trainstep-argo-janitor-leader-election",
-				"Secret/argo/trainstep-executor-plugin.service-account-token", "Secret/argo/trainstep-workflow.service-account-token",
-				"ServiceAccount/argo/trainstep-executor-plugin", "ServiceAccount/argo/trainstep-workflow", "ServiceAccount/ops/ml-trainstep-argo-janitor",
+				"Role/ml/ml-trainstep-executor-plugin", "Role/ml/ml-trainstep-workflow", "Role/ops/ml-trainstep-argo-janitor-leader-election",
+				"RoleBinding/ml/ml-trainstep-executor-plugin", "RoleBinding/ml/ml-trainstep-workflow", "RoleBinding/ops/ml-trainstep-argo-janitor-leader-election",
+				"Secret/ml/trainstep-executor-plugin.service-account-token", "Secret/ml/trainstep-workflow.service-account-token",
+				"ServiceAccount/ml/trainstep-executor-plugin", "ServiceAccount/ml/trainstep-workflow", "ServiceAccount/ops/ml-trainstep-argo-janitor",
 				"ValidatingAdmissionPolicy//ml-trainstep-executor-plugin-trainjobs", "ValidatingAdmissionPolicyBinding//ml-trainstep-executor-plugin-trainjobs",
 			}, keys(objs))
 		},
@@ -344,7 +344,7 @@ func TestChartValues(t *testing.T) {
 		check: func(t *testing.T, objs map[string]map[string]any) {
 			assert.Contains(t, objs, "Deployment/ops/ml-trainstep-argo-janitor")
 			assert.Contains(t, objs, "Deployment/ops/ml-trainstep-tekton-controller")
-			assert.Contains(t, objs, "ConfigMap/argo/trainstep-executor-plugin")
+			assert.Contains(t, objs, "ConfigMap/ml/trainstep-executor-plugin")
 		},
 	}, {
 		name:   "argo in a list of namespaces",
@@ -362,6 +362,34 @@ func TestChartValues(t *testing.T) {
 			}
 			assert.NotContains(t, objs, "ConfigMap/argo/trainstep-executor-plugin")
 			assert.Equal(t, subjects, objs["ClusterRoleBinding//ml-trainstep-executor-plugin"]["subjects"])
+		},
+	}, {
+		name:    "argo in Argo's controller namespace, not asked for",
+		values:  "argo: {enabled: true, namespaces: [ml, argo]}\n",
+		wantErr: []string{"argo.namespaces lists argo, Argo's controller namespace (argo.controllerNamespace)", "set argo.pluginInControllerNamespace=true"},
+	}, {
+		name:    "argo in another controller namespace, not asked for",
+		values:  "argo: {enabled: true, namespaces: [ml, workflows], controllerNamespace: workflows}\n",
+		wantErr: []string{"argo.namespaces lists workflows, Argo's controller namespace"},
+	}, {
+		name:   "argo in Argo's controller namespace, asked for",
+		values: "argo: {enabled: true, namespaces: [ml, research], pluginInControllerNamespace: true}\n",
+		check: func(t *testing.T, objs map[string]map[string]any) {
+			var configMaps []string
+			for k := range objs {
+				if strings.HasPrefix(k, "ConfigMap/") {
+					configMaps = append(configMaps, k)
+				}
+			}
+			assert.Equal(t, []string{"ConfigMap/argo/trainstep-executor-plugin"}, configMaps, "the plugin in the controller's namespace alone")
+			for _, ns := range []string{"ml", "research"} {
+				for _, k := range []string{"ServiceAccount/%s/trainstep-executor-plugin", "Secret/%s/trainstep-executor-plugin.service-account-token",
+					"ServiceAccount/%s/trainstep-workflow", "Secret/%s/trainstep-workflow.service-account-token",
+					"RoleBinding/%s/ml-trainstep-executor-plugin", "RoleBinding/%s/ml-trainstep-workflow"} {
+					assert.Contains(t, objs, fmt.Sprintf(k, ns), "what the agent pod needs in each workflow namespace")
+				}
+			}
+			assert.NotContains(t, objs, "ServiceAccount/argo/trainstep-executor-plugin", "the controller's namespace is not listed")
 		},
 	}, {
 		name:   "the tag defaults to the chart's appVersion",
@@ -399,7 +427,7 @@ func TestChartValues(t *testing.T) {
     extraEnv: [{name: HTTPS_PROXY, value: "http://proxy:3128"}]
 `,
 		check: func(t *testing.T, objs map[string]map[string]any) {
-			sidecar := objs["ConfigMap/argo/trainstep-executor-plugin"]["data"].(map[string]any)["sidecar.container"].(map[string]any)
+			sidecar := objs["ConfigMap/ml/trainstep-executor-plugin"]["data"].(map[string]any)["sidecar.container"].(map[string]any)
 			assert.Equal(t, []any{"argo-plugin", "--addr=:7356", "--metrics-addr=127.0.0.1:7357", "--hold-max=20s"}, sidecar["args"])
 			env := sidecar["env"].([]any)
 			assert.Equal(t, map[string]any{"name": "GOMEMLIMIT", "value": "900MiB"}, env[len(env)-2])
@@ -411,9 +439,9 @@ func TestChartValues(t *testing.T) {
 		name:   "parts off",
 		values: "argo: {enabled: true, janitor: {enabled: false}, admissionPolicy: {enabled: false}}\nrbac: {create: false}\n",
 		check: func(t *testing.T, objs map[string]map[string]any) {
-			assert.Equal(t, []string{"ConfigMap/argo/trainstep-executor-plugin",
-				"Secret/argo/trainstep-executor-plugin.service-account-token", "Secret/argo/trainstep-workflow.service-account-token",
-				"ServiceAccount/argo/trainstep-executor-plugin", "ServiceAccount/argo/trainstep-workflow"}, keys(objs))
+			assert.Equal(t, []string{"ConfigMap/ml/trainstep-executor-plugin",
+				"Secret/ml/trainstep-executor-plugin.service-account-token", "Secret/ml/trainstep-workflow.service-account-token",
+				"ServiceAccount/ml/trainstep-executor-plugin", "ServiceAccount/ml/trainstep-workflow"}, keys(objs))
 		},
 	}, {
 		name:   "fullnameOverride",
@@ -485,9 +513,9 @@ func TestChartNamesFollowTheRelease(t *testing.T) {
 		}
 	}
 	sort.Strings(common)
-	assert.Equal(t, []string{"ConfigMap/argo/trainstep-executor-plugin",
-		"Secret/argo/trainstep-executor-plugin.service-account-token", "Secret/argo/trainstep-workflow.service-account-token",
-		"ServiceAccount/argo/trainstep-executor-plugin", "ServiceAccount/argo/trainstep-workflow"}, common)
+	assert.Equal(t, []string{"ConfigMap/ml/trainstep-executor-plugin",
+		"Secret/ml/trainstep-executor-plugin.service-account-token", "Secret/ml/trainstep-workflow.service-account-token",
+		"ServiceAccount/ml/trainstep-executor-plugin", "ServiceAccount/ml/trainstep-workflow"}, common)
 }
 
 // Each face installed alone with the real helm, as a user would (helm install -n NS

@@ -77,7 +77,7 @@ func TestReadmeInstallRunsAStep(t *testing.T) {
 		tektonRunsAStep(t, "trainstep-system", "trainstep-tekton-controller", release.DevImage)
 	})
 	t.Run("argo", func(t *testing.T) {
-		const ns = "argo" // Argo's own install makes it
+		const ns = "ml" // manifests/argo's workflow namespace, which its user makes first
 		ensureNamespace(t, ns)
 		applyKustomization(t, "argo")
 		argoRunsAStep(t, ns, ns, "trainstep-argo-janitor", release.DevImage)

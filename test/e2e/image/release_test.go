@@ -60,7 +60,8 @@ func TestImageRunsExecutorVersion(t *testing.T) {
 	assert.Equal(t, stampVersion, got.Version)
 }
 
-// ensureNamespace creates namespace ns (Argo's install makes "argo") unless it exists.
+// ensureNamespace creates namespace ns (the workflow namespace the Argo face installs into, which
+// its user makes) unless it exists.
 func ensureNamespace(t *testing.T, ns string) {
 	t.Helper()
 	if err := c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -159,12 +160,12 @@ func tektonRunsAStep(t *testing.T, ns, name, image string) {
 	assert.Equal(t, tekton.Engine, tjs[0].Labels[trainjob.LabelEngine])
 }
 
-// install-argo.yaml applied (with Argo's namespace, as Argo's own install makes it): the
+// install-argo.yaml applied (into its workflow namespace, which the user makes first): the
 // executor plugin's sidecar, as its ConfigMap says, started from the image as the agent pod
 // would run it (its ServiceAccount, uid 8737 gid 0, the token argoexec writes) answers
 // template.execute until the step succeeds; the janitor's Deployment runs from the image too.
 func TestReleaseArgoInstallRunsAStepFromTheImage(t *testing.T) {
-	const ns = "argo"
+	const ns = "ml"
 	ensureNamespace(t, ns)
 	install(t, "argo")
 	argoRunsAStep(t, ns, ns, "trainstep-argo-janitor", releaseImage(t))

@@ -50,7 +50,7 @@ func TestAdmissionPolicyNarrowsThePluginToken(t *testing.T) {
 	for _, u := range manifestObjects(t, "admission-policy.yaml") {
 		// `kubectl apply -k manifests/argo` sends these cluster-scoped objects with the
 		// kustomization's namespace (kustomize does not know the kinds); the apiserver drops it.
-		u.SetNamespace("argo")
+		u.SetNamespace("ml")
 		require.NoError(t, client.IgnoreAlreadyExists(c.Create(t.Context(), u)))
 		t.Cleanup(func() { _ = c.Delete(t.Context(), u) })
 	}

@@ -41,7 +41,7 @@ func DAGExampleServedPods() []string {
 }
 
 // RunDAGExample: examples/workflows/argo-train-dag.yaml, byte for byte, does what its header
-// says, `argo submit -n argo --watch` (the harness's workflow-controller manages the argo
+// says, `argo submit -n ml --watch` (the harness's workflow-controller manages the ml
 // namespace, Namespace, which is the header's -n), through Argo's own workflow-controller and
 // agent, the real plugin binary and the real Trainer stack, on a cluster whose only storage is
 // ReadWriteOnce hostPath volumes. Every pod really runs (the pod runner plays their kubelet):
@@ -106,6 +106,9 @@ func RunDAGExample(t *testing.T, h *Harness, stack *realstack.Stack, statusServe
 	require.NoError(t, stack.Client.List(t.Context(), pods, client.InNamespace(Namespace),
 		client.MatchingLabels{trainjob.LabelJobSetName: name}))
 	require.Len(t, pods.Items, 2, "two training nodes")
+	// Both on one Node, where the ReadWriteOnce claim is attached (the step's pod.affinity).
+	assert.NotEmpty(t, pods.Items[0].Spec.NodeName)
+	assert.Equal(t, pods.Items[0].Spec.NodeName, pods.Items[1].Spec.NodeName, "the TrainJob's pods share the claim's node")
 	logs := ""
 	for _, p := range pods.Items {
 		require.True(t, stack.Serves(&p), "pod %s runs through the pod runner", p.Name)

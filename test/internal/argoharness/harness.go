@@ -42,8 +42,9 @@ import (
 	"github.com/trainstep/trainstep/test/internal/podrunner"
 )
 
-// Namespace is where Argo's controller, the workflows and the plugin live (the manifests' own).
-const Namespace = "argo"
+// Namespace is where the harness's (namespaced) controller, the workflows and the plugin live:
+// manifests/argo's own, which its ClusterRoleBindings name.
+const Namespace = "ml"
 
 // PluginAddr is the plugin's address: the first containerPort of manifests/argo/plugin.yaml.
 const PluginAddr = "127.0.0.1:7356"
@@ -65,9 +66,10 @@ type Options struct {
 	Config *rest.Config
 	// Scheme is the client's scheme; the Argo types are added to it.
 	Scheme *runtime.Scheme
-	// ServiceAccountConfig returns a config that authenticates as ServiceAccount Namespace/name;
-	// it is called after manifests/argo is applied, so the ServiceAccount exists.
-	ServiceAccountConfig func(ctx context.Context, name string) (*rest.Config, error)
+	// ServiceAccountConfig returns a config that authenticates as ServiceAccount namespace/name
+	// (Namespace's, and those of the pods Pods runs); it is called after manifests/argo is
+	// applied, so the harness's ServiceAccounts exist.
+	ServiceAccountConfig func(ctx context.Context, namespace, name string) (*rest.Config, error)
 	// ReadyTimeout bounds the wait for the plugin's /readyz.
 	ReadyTimeout time.Duration
 	// Images are what the images of the pods the harness runs hold (podrunner.Image), besides
@@ -105,7 +107,7 @@ type Harness struct {
 	pids       map[string]int
 	done       []chan struct{}
 
-	// Pods runs pods as local processes (podrunner.go), as ServiceAccounts of Namespace, with
+	// Pods runs pods as local processes (podrunner.go), as their own ServiceAccounts, with
 	// argoexec on PATH and the images of Options.Images.
 	Pods *podrunner.Runner
 }
@@ -196,9 +198,7 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 		return nil, err
 	}
 	if h.Pods, err = podrunner.New(ctx, podrunner.Options{Client: watcher, Path: []string{assets}, Images: opts.Images, Hosts: opts.Hosts,
-		ServiceAccountConfig: func(ctx context.Context, _, name string) (*rest.Config, error) {
-			return opts.ServiceAccountConfig(ctx, name) // every pod the harness runs is in Namespace
-		}}); err != nil {
+		ServiceAccountConfig: opts.ServiceAccountConfig}); err != nil {
 		return nil, err
 	}
 	// The wait for another Argo suite is not the suite's set-up: three suites share the lock
@@ -245,16 +245,9 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 		return nil, err
 	}
 
-	// The controller.
-	requeue := opts.RequeueTime
-	if requeue <= 0 {
-		requeue = time.Second
-	}
-	if _, err := h.startProcess(procCtx, "workflow-controller", []string{
-		"LEADER_ELECTION_IDENTITY=trainstep-e2e", "ARGO_EXECUTOR_PLUGINS=true",
-		"DEFAULT_REQUEUE_TIME=" + requeue.String(), "ARGO_AGENT_PATCH_RATE=" + requeue.String(),
-	}, filepath.Join(assets, "workflow-controller"), "--kubeconfig", opts.Kubeconfig, "--namespaced", "--namespace", Namespace,
-		"--executor-image", executorImage(assets), "--loglevel", "info"); err != nil {
+	// The controller: namespaced, so it manages Namespace alone and a plugin there reaches no
+	// other namespace's workflows.
+	if _, err := h.startController(procCtx, "workflow-controller", "--namespaced", "--namespace", Namespace); err != nil {
 		return nil, err
 	}
 
@@ -276,6 +269,54 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// startController starts Argo's workflow-controller, named name in the logs, with args after
+// the harness's own (--namespace and how it runs: --namespaced, --configmap).
+func (h *Harness) startController(ctx context.Context, name string, args ...string) (done chan struct{}, err error) {
+	requeue := h.opts.RequeueTime
+	if requeue <= 0 {
+		requeue = time.Second
+	}
+	return h.startProcess(ctx, name, []string{
+		"LEADER_ELECTION_IDENTITY=trainstep-e2e", "ARGO_EXECUTOR_PLUGINS=true",
+		"DEFAULT_REQUEUE_TIME=" + requeue.String(), "ARGO_AGENT_PATCH_RATE=" + requeue.String(),
+	}, filepath.Join(h.Assets, "workflow-controller"), append([]string{"--kubeconfig", h.opts.Kubeconfig,
+		"--executor-image", executorImage(h.Assets), "--loglevel", "info"}, args...)...)
+}
+
+// InstanceLabel is the label by which a controller with an instance ID (StartClusterController)
+// takes a Workflow as its own; a controller without one (the harness's) leaves such Workflows.
+const InstanceLabel = "workflows.argoproj.io/controller-instanceid"
+
+// StartClusterController runs, until the test ends, a second workflow-controller as Argo's
+// cluster install runs it: in namespace (created here) and managing every namespace, so that a
+// plugin in namespace is added to the agent pods of workflows everywhere. It has an instance ID,
+// instanceID, and takes only the Workflows labelled InstanceLabel=instanceID (the harness's
+// controller leaves those), so the two do not share a Workflow.
+func (h *Harness) StartClusterController(t testing.TB, namespace, instanceID string) {
+	t.Helper()
+	const configMap = "cluster-workflow-controller-configmap"
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: configMap},
+			Data: map[string]string{"instanceID": instanceID, "metricsConfig": "enabled: false\n", "telemetryConfig": "enabled: false\n"}},
+	} {
+		if err := h.Client.Create(t.Context(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err, "creating %s", obj.GetName())
+		}
+	}
+	name := "workflow-controller " + namespace
+	ctx, stop := context.WithCancel(h.procCtx)
+	done, err := h.startController(ctx, name, "--namespace", namespace, "--configmap", configMap)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		stop()
+		<-done
+		if t.Failed() {
+			t.Logf("%s:\n%s", name, tail(h.log(name), 60))
+		}
+	})
 }
 
 // startPlugin starts the plugin binary and returns once it is ready: listening, and its
@@ -477,7 +518,7 @@ func (h *Harness) applyExcept(ctx context.Context, skip string, files ...string)
 }
 
 func (h *Harness) serviceAccountKubeconfig(ctx context.Context, opts Options, sa string) (string, error) {
-	cfg, err := opts.ServiceAccountConfig(ctx, sa)
+	cfg, err := opts.ServiceAccountConfig(ctx, Namespace, sa)
 	if err != nil {
 		return "", err
 	}

@@ -88,15 +88,15 @@ func setUp(ctx context.Context, s *realstack.Stack) (_ func(), err error) {
 	podOpts.Images = append(podOpts.Images, image)
 	harness, err = argoharness.Start(ctx, argoharness.Options{
 		Kubeconfig: s.Kubeconfig, Config: s.Config, Scheme: s.Scheme, Images: podOpts.Images, Hosts: podOpts.Hosts,
-		ServiceAccountConfig: func(ctx context.Context, sa string) (*rest.Config, error) {
-			return s.ServiceAccountConfig(ctx, argoharness.Namespace, sa, tokenSeconds)
+		ServiceAccountConfig: func(ctx context.Context, ns, sa string) (*rest.Config, error) {
+			return s.ServiceAccountConfig(ctx, ns, sa, tokenSeconds)
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
 	// The served pods (realstack.Stack.Serves) run through the harness's pod runner, with
-	// argoexec and python on their PATH, as ServiceAccounts of the argo namespace.
+	// argoexec and python on their PATH, as their own ServiceAccounts.
 	served = s.ServePods(context.WithoutCancel(ctx), harness.Pods)
 	return func() {
 		if err := served.Stop(); err != nil {
