@@ -207,7 +207,9 @@ func inTheRunsNames(s seen) string {
 	v := faceInstall.ReplaceAllString(s.value, "install gives (<install>)")
 	for _, n := range s.run {
 		if n != "" {
-			v = regexp.MustCompile(`[-a-z0-9]*`+regexp.QuoteMeta(n)+`[-a-z0-9]*`).ReplaceAllString(v, "<name>")
+			// The name whole, in a word of name characters (a pod's name holds its job's), never
+			// inside one: Argo's namespace ml is not the "ml" of "yaml".
+			v = regexp.MustCompile(`[-a-z0-9]*\b`+regexp.QuoteMeta(n)+`\b[-a-z0-9]*`).ReplaceAllString(v, "<name>")
 		}
 	}
 	v = trainJobName.ReplaceAllString(v, "<name>")
@@ -383,6 +385,13 @@ func TestTheDifferentialCheck(t *testing.T) {
 		}, runs)
 		require.NotEmpty(t, diffs)
 		assert.Contains(t, diffs[0], "the faces differ in face.phase", "the phase is compared")
+	})
+	t.Run("a short name is not replaced inside a word", func(t *testing.T) {
+		msg := func(ns string) record {
+			return of("x7k2p-1424c130f461", ns, record{trainjob.OutMessage: "disrupted (stages/pod-fail.yaml) in " + ns})
+		}
+		assert.Empty(t, differences(map[string]record{"cli": msg("ns-a"), "argo": msg("ml")}, map[string][]string{
+			"cli": {"x7k2p-1424c130f461", "ns-a"}, "argo": {"x7k2p-1424c130f461", "ml"}}))
 	})
 	t.Run("one face alone", func(t *testing.T) {
 		assert.Empty(t, differences(map[string]record{"cli": of("x7k2p-1424c130f461", "ns-a", nil)}, runs))
