@@ -24,7 +24,7 @@ past its timeout by keepOnTimeout.`,
 			if err != nil {
 				return err
 			}
-			mgr, err := argo.NewJanitor(cfg, c.managed(argo.JanitorName))
+			mgr, err := argo.NewJanitor(cfg, c.managed(argo.JanitorName), nil)
 			if err != nil {
 				return err
 			}

@@ -68,10 +68,11 @@ const janitorMessage = 256
 
 // trimForJanitor keeps of a cached Workflow only what the Janitor reads, for it caches every
 // Workflow of the cluster, most of them long finished: its identity, the completed label and its
-// deletion, spec.shutdown and status.phase (stopping), and, while it runs, the nodes a TrainJob
-// can belong to (stepNode): its plugin nodes and the Retry nodes that wrap them, each with its
-// name, type, phase and the start of its message. A finished workflow keeps no node at all:
-// every unfinished TrainJob of it goes whatever its node says.
+// deletion, spec.shutdown and status.phase (stopping); while it runs, the nodes a TrainJob can
+// belong to (stepNode): its plugin nodes and the Retry nodes that wrap them, each with its
+// name, type, phase and the start of its message; and of each trainstep step that ended, its
+// tally (tally.go), a few dozen bytes. A finished workflow keeps its steps' tallies alone: every
+// unfinished TrainJob of it goes whatever its node says.
 func trimForJanitor(obj any) (any, error) {
 	wf, ok := obj.(*wfv1.Workflow)
 	if !ok {
@@ -92,22 +93,29 @@ func trimForJanitor(obj any) (any, error) {
 	if v, ok := wf.Labels[LabelCompleted]; ok {
 		out.Labels = map[string]string{LabelCompleted: v}
 	}
-	if stopping(out) != "" {
-		return out, nil
-	}
+	finished := stopping(out) != ""
+	parents := retryParents(wf.Status.Nodes)
 	for id, n := range wf.Status.Nodes {
-		keep := n.Type == wfv1.NodeTypePlugin || (n.Type == wfv1.NodeTypeRetry && wrapsPlugin(wf.Status.Nodes, n))
-		if !keep {
+		var kept wfv1.NodeStatus
+		if tally := tallyOf(n, parents[id]); tally != "" {
+			kept = wfv1.NodeStatus{ID: n.ID, Type: n.Type, Phase: n.Phase,
+				Outputs: &wfv1.Outputs{Parameters: []wfv1.Parameter{{Name: tallyParam, Value: wfv1.AnyStringPtr(tally)}}}}
+		}
+		if !finished && (n.Type == wfv1.NodeTypePlugin || (n.Type == wfv1.NodeTypeRetry && wrapsPlugin(wf.Status.Nodes, n))) {
+			msg := n.Message
+			if len(msg) > janitorMessage {
+				msg = strings.ToValidUTF8(msg[:janitorMessage], "") + "…"
+			}
+			kept.ID, kept.Name, kept.Type, kept.Phase, kept.Message = n.ID, n.Name, n.Type, n.Phase, msg
+			kept.Children = pluginChildren(wf.Status.Nodes, n)
+		}
+		if kept.ID == "" {
 			continue
 		}
 		if out.Status.Nodes == nil {
 			out.Status.Nodes = wfv1.Nodes{}
 		}
-		msg := n.Message
-		if len(msg) > janitorMessage {
-			msg = strings.ToValidUTF8(msg[:janitorMessage], "") + "…"
-		}
-		out.Status.Nodes[id] = wfv1.NodeStatus{ID: n.ID, Name: n.Name, Type: n.Type, Phase: n.Phase, Message: msg, Children: pluginChildren(wf.Status.Nodes, n)}
+		out.Status.Nodes[id] = kept
 	}
 	return out, nil
 }

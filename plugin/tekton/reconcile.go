@@ -390,7 +390,7 @@ func (r *Reconciler) noticed(s *state, obs trainjob.Observation) {
 	}
 	if c := s.run.Status.Succeeded(); c != nil && s.run.Status.CompletionTime != nil {
 		r.metrics.finished.WithLabelValues(string(c.Status), c.Reason).Inc()
-		r.metrics.ended.Observe(obs)
+		r.metrics.ended.Observe(obs, len(s.run.Status.RetriesStatus) > 0)
 	}
 }
 

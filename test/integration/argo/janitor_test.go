@@ -8,6 +8,7 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,7 +26,7 @@ import (
 // startJanitor runs the cluster-level janitor for one namespace until the test ends.
 func startJanitor(t *testing.T, ns string) {
 	t.Helper()
-	mgr, err := argo.NewJanitor(env.Config, managed.Options{Name: argo.JanitorName, Namespaces: []string{ns}, MetricsAddr: "0", ProbeAddr: "0"})
+	mgr, err := argo.NewJanitor(env.Config, managed.Options{Name: argo.JanitorName, Namespaces: []string{ns}, MetricsAddr: "0", ProbeAddr: "0"}, prometheus.NewRegistry())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
