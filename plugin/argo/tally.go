@@ -3,7 +3,8 @@ package argo
 import (
 	"context"
 	"fmt"
-	"net/url"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,12 +18,17 @@ import (
 	"github.com/trainstep/trainstep/core/trainjob"
 )
 
-// tallyParam is the one output parameter the janitor's cache keeps of a trainstep step that
-// ended (trimForJanitor): the outputs stepmetrics counts, and whether Argo ran the node as a
-// retry, URL-encoded. A finished Workflow keeps these and nothing else of its nodes.
-const tallyParam = "trainstep.dev/tally"
+// tallyAnnotation is where the janitor's cache keeps, on its trimmed copy of a Workflow (never
+// written back), the tally of each trainstep step of it that ended (trimForJanitor): one line per
+// node, its ID and then tallyFields. A few dozen bytes a step, for finished Workflows are most of
+// the cache and keep these alone.
+const tallyAnnotation = "trainstep.dev/tallies"
 
-// tallyRetry marks, in a tally, a node Argo's retryStrategy ran as attempt 1 or later.
+// tallyFields are the outputs a tally line keeps, after the node's ID, in this order, "-" for an
+// empty one; then "retry" or "-": whether Argo ran the node as attempt 1 or later of a retryStrategy.
+var tallyFields = stepmetrics.Counted
+
+// tallyRetry marks, in a tally line, a node Argo's retryStrategy ran as attempt 1 or later.
 const tallyRetry = "retry"
 
 // tally counts the Argo face's steps that ended (core/stepmetrics) from what each Workflow's
@@ -103,12 +109,9 @@ func (t *tally) each(wf *wfv1.Workflow, add func(outs map[string]string, retry b
 		seen = countedNodes{uid: wf.UID, ids: map[string]bool{}}
 		t.counted[name] = seen
 	}
-	for id, n := range wf.Status.Nodes {
-		if seen.ids[id] {
-			continue
-		}
-		outs, retry, ok := readTally(n)
-		if !ok {
+	for _, line := range strings.Split(wf.Annotations[tallyAnnotation], "\n") {
+		id, outs, retry, ok := readTally(line)
+		if !ok || seen.ids[id] {
 			continue
 		}
 		seen.ids[id] = true
@@ -116,18 +119,15 @@ func (t *tally) each(wf *wfv1.Workflow, add func(outs map[string]string, retry b
 	}
 }
 
-// tallyOf is the tally of node n, a trainstep step that ended with the plugin's verdict, or ""
-// for any other node. retryOf is the name of the Retry node n is an attempt of, if any. A node
-// trimmed before keeps its tally as it was: an informer may transform an object twice.
+// tallyOf is the tally line of node n (tallyAnnotation), a trainstep step that ended with the
+// plugin's verdict, or "" for any other node. retryOf is the name of the Retry node n is an
+// attempt of, if any.
 func tallyOf(n wfv1.NodeStatus, retryOf string) string {
 	if n.Type != wfv1.NodeTypePlugin || n.Outputs == nil || !n.Phase.Fulfilled(nil) {
 		return ""
 	}
 	outs := map[string]string{}
 	for _, p := range n.Outputs.Parameters {
-		if p.Name == tallyParam {
-			return p.Value.String()
-		}
 		if p.Value != nil {
 			outs[p.Name] = p.Value.String()
 		}
@@ -138,38 +138,62 @@ func tallyOf(n wfv1.NodeStatus, retryOf string) string {
 	if _, ours := outs[trainjob.OutName]; !ours || !trainjob.Phase(outs[trainjob.OutPhase]).Terminal() {
 		return ""
 	}
-	v := url.Values{}
-	for _, name := range stepmetrics.Counted {
-		if outs[name] != "" {
-			v.Set(name, outs[name])
-		}
+	fields := []string{n.ID}
+	for _, name := range tallyFields {
+		fields = append(fields, orDash(outs[name]))
 	}
+	retry := "-"
 	if retryAttempt(n.Name, retryOf) > 0 {
-		v.Set(tallyRetry, "true")
+		retry = tallyRetry
 	}
-	return v.Encode()
+	return strings.Join(append(fields, retry), " ")
 }
 
-// readTally reads the tally a trimmed node keeps: the outputs to count and whether it is a retry.
-func readTally(n wfv1.NodeStatus) (map[string]string, bool, bool) {
-	if n.Outputs == nil {
-		return nil, false, false
+// orDash is v, or "-" for an empty v (or one with a space or a line break, which no counted
+// output has: a tally line's fields are split at spaces).
+func orDash(v string) string {
+	if v == "" || strings.ContainsAny(v, " \n") {
+		return "-"
 	}
-	for _, p := range n.Outputs.Parameters {
-		if p.Name != tallyParam || p.Value == nil {
-			continue
+	return v
+}
+
+// tallies are the tally lines of wf's nodes, those its trimmed copy already keeps (an informer
+// may transform an object twice) and those of its nodes that ended, sorted by node ID.
+func tallies(wf *wfv1.Workflow) string {
+	lines := map[string]string{}
+	for _, line := range strings.Split(wf.Annotations[tallyAnnotation], "\n") {
+		if id, _, _, ok := readTally(line); ok {
+			lines[id] = line
 		}
-		v, err := url.ParseQuery(p.Value.String())
-		if err != nil {
-			return nil, false, false
-		}
-		outs := map[string]string{}
-		for name := range v {
-			outs[name] = v.Get(name)
-		}
-		return outs, outs[tallyRetry] == "true", true
 	}
-	return nil, false, false
+	parents := retryParents(wf.Status.Nodes)
+	for id, n := range wf.Status.Nodes {
+		if line := tallyOf(n, parents[id]); line != "" {
+			lines[id] = line
+		}
+	}
+	ids := slices.Sorted(maps.Keys(lines))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, lines[id])
+	}
+	return strings.Join(out, "\n")
+}
+
+// readTally reads a tally line: the node's ID, the outputs to count and whether it is a retry.
+func readTally(line string) (string, map[string]string, bool, bool) {
+	fields := strings.Split(line, " ")
+	if len(fields) != len(tallyFields)+2 {
+		return "", nil, false, false
+	}
+	outs := map[string]string{}
+	for i, name := range tallyFields {
+		if v := fields[i+1]; v != "-" {
+			outs[name] = v
+		}
+	}
+	return fields[0], outs, fields[len(fields)-1] == tallyRetry, true
 }
 
 // retryAttempt is N for attempt parent(N) of a Retry node (retryChildName), else 0.

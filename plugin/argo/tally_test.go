@@ -128,9 +128,14 @@ func TestJanitorCountsEachEndedStepOnce(t *testing.T) {
 
 	done := endedWorkflow("uid-1", wfv1.WorkflowSucceeded)
 	again := cached(t, cached(t, done))
-	for id, n := range again.Status.Nodes {
-		assert.Empty(t, n.Name, "a finished workflow keeps tallies alone: %s", id)
-	}
+	assert.Empty(t, again.Status.Nodes, "a finished workflow keeps its tallies alone")
+	assert.Equal(t, []string{
+		"n-a Succeeded - - 20 0 3600 30 8 -",
+		"n-b Failed oom - - 10 50 0 0 -",
+		"n-bad Failed invalid - - - - - - -",
+		"n-hit Succeeded - true 20 0 3600 30 8 -",
+		"n-r1 Succeeded - - - 0 10 0 0 retry",
+	}, strings.Split(again.Annotations[tallyAnnotation], "\n"), "a few dozen bytes a step")
 	again.ResourceVersion = ""
 	current := &wfv1.Workflow{}
 	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(again), current))

@@ -70,9 +70,9 @@ const janitorMessage = 256
 // Workflow of the cluster, most of them long finished: its identity, the completed label and its
 // deletion, spec.shutdown and status.phase (stopping); while it runs, the nodes a TrainJob can
 // belong to (stepNode): its plugin nodes and the Retry nodes that wrap them, each with its
-// name, type, phase and the start of its message; and of each trainstep step that ended, its
-// tally (tally.go), a few dozen bytes. A finished workflow keeps its steps' tallies alone: every
-// unfinished TrainJob of it goes whatever its node says.
+// name, type, phase and the start of its message; and, in an annotation of this copy alone, the
+// tally of each trainstep step that ended (tally.go), a few dozen bytes. A finished workflow keeps
+// no node, its steps' tallies alone: every unfinished TrainJob of it goes whatever its node says.
 func trimForJanitor(obj any) (any, error) {
 	wf, ok := obj.(*wfv1.Workflow)
 	if !ok {
@@ -93,29 +93,25 @@ func trimForJanitor(obj any) (any, error) {
 	if v, ok := wf.Labels[LabelCompleted]; ok {
 		out.Labels = map[string]string{LabelCompleted: v}
 	}
-	finished := stopping(out) != ""
-	parents := retryParents(wf.Status.Nodes)
+	if t := tallies(wf); t != "" {
+		out.Annotations = map[string]string{tallyAnnotation: t}
+	}
+	if stopping(out) != "" {
+		return out, nil
+	}
 	for id, n := range wf.Status.Nodes {
-		var kept wfv1.NodeStatus
-		if tally := tallyOf(n, parents[id]); tally != "" {
-			kept = wfv1.NodeStatus{ID: n.ID, Type: n.Type, Phase: n.Phase,
-				Outputs: &wfv1.Outputs{Parameters: []wfv1.Parameter{{Name: tallyParam, Value: wfv1.AnyStringPtr(tally)}}}}
-		}
-		if !finished && (n.Type == wfv1.NodeTypePlugin || (n.Type == wfv1.NodeTypeRetry && wrapsPlugin(wf.Status.Nodes, n))) {
-			msg := n.Message
-			if len(msg) > janitorMessage {
-				msg = strings.ToValidUTF8(msg[:janitorMessage], "") + "…"
-			}
-			kept.ID, kept.Name, kept.Type, kept.Phase, kept.Message = n.ID, n.Name, n.Type, n.Phase, msg
-			kept.Children = pluginChildren(wf.Status.Nodes, n)
-		}
-		if kept.ID == "" {
+		keep := n.Type == wfv1.NodeTypePlugin || (n.Type == wfv1.NodeTypeRetry && wrapsPlugin(wf.Status.Nodes, n))
+		if !keep {
 			continue
 		}
 		if out.Status.Nodes == nil {
 			out.Status.Nodes = wfv1.Nodes{}
 		}
-		out.Status.Nodes[id] = kept
+		msg := n.Message
+		if len(msg) > janitorMessage {
+			msg = strings.ToValidUTF8(msg[:janitorMessage], "") + "…"
+		}
+		out.Status.Nodes[id] = wfv1.NodeStatus{ID: n.ID, Name: n.Name, Type: n.Type, Phase: n.Phase, Message: msg, Children: pluginChildren(wf.Status.Nodes, n)}
 	}
 	return out, nil
 }
