@@ -20,7 +20,7 @@ import (
 
 // tallyAnnotation is where the janitor's cache keeps, on its trimmed copy of a Workflow (never
 // written back), the tally of each trainstep step of it that ended (trimForJanitor): one line per
-// node, its ID and then tallyFields. A few dozen bytes a step, for finished Workflows are most of
+// node, its ID@end (Unix seconds) and then tallyFields. A few dozen bytes a step, for finished Workflows are most of
 // the cache and keep these alone.
 const tallyAnnotation = "trainstep.dev/tallies"
 
@@ -114,7 +114,7 @@ func (t *tally) each(wf *wfv1.Workflow, add func(outs map[string]string, retry b
 		if !ok || seen.ids[id] {
 			continue
 		}
-		seen.ids[id] = true
+		seen.ids[strings.Clone(id)] = true // not a slice of the cached annotation, which an update replaces
 		add(outs, retry)
 	}
 }
@@ -138,7 +138,9 @@ func tallyOf(n wfv1.NodeStatus, retryOf string) string {
 	if _, ours := outs[trainjob.OutName]; !ours || !trainjob.Phase(outs[trainjob.OutPhase]).Terminal() {
 		return ""
 	}
-	fields := []string{n.ID}
+	// The node's end in its key: `argo retry` of a workflow makes a failed node again under its
+	// ID, and its new end is another step's end.
+	fields := []string{n.ID + "@" + strconv.FormatInt(n.FinishedAt.Unix(), 10)}
 	for _, name := range tallyFields {
 		fields = append(fields, orDash(outs[name]))
 	}
@@ -181,7 +183,7 @@ func tallies(wf *wfv1.Workflow) string {
 	return strings.Join(out, "\n")
 }
 
-// readTally reads a tally line: the node's ID, the outputs to count and whether it is a retry.
+// readTally reads a tally line: the node's ID@end, the outputs to count and whether it is a retry.
 func readTally(line string) (string, map[string]string, bool, bool) {
 	fields := strings.Split(line, " ")
 	if len(fields) != len(tallyFields)+2 {

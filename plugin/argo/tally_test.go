@@ -23,7 +23,11 @@ import (
 // replied is a plugin node as Argo records the plugin's last reply: its phase and every output
 // (outputs, as the plugin renders them).
 func replied(id, name string, phase wfv1.NodePhase, obs trainjob.Observation) wfv1.NodeStatus {
-	return wfv1.NodeStatus{ID: id, Name: name, Type: wfv1.NodeTypePlugin, Phase: phase, Outputs: outputs(obs, nil)}
+	n := wfv1.NodeStatus{ID: id, Name: name, Type: wfv1.NodeTypePlugin, Phase: phase, Outputs: outputs(obs, nil)}
+	if phase.Fulfilled(nil) {
+		n.FinishedAt = metav1.Unix(5000, 0)
+	}
+	return n
 }
 
 // endedWorkflow is a workflow of every kind of step the janitor meets: one that trained on two
@@ -130,11 +134,11 @@ func TestJanitorCountsEachEndedStepOnce(t *testing.T) {
 	again := cached(t, cached(t, done))
 	assert.Empty(t, again.Status.Nodes, "a finished workflow keeps its tallies alone")
 	assert.Equal(t, []string{
-		"n-a Succeeded - - 20 0 3600 30 8 -",
-		"n-b Failed oom - - 10 50 0 0 -",
-		"n-bad Failed invalid - - - - - - -",
-		"n-hit Succeeded - true 20 0 3600 30 8 -",
-		"n-r1 Succeeded - - - 0 10 0 0 retry",
+		"n-a@5000 Succeeded - - 20 0 3600 30 8 -",
+		"n-b@5000 Failed oom - - 10 50 0 0 -",
+		"n-bad@5000 Failed invalid - - - - - - -",
+		"n-hit@5000 Succeeded - true 20 0 3600 30 8 -",
+		"n-r1@5000 Succeeded - - - 0 10 0 0 retry",
 	}, strings.Split(again.Annotations[tallyAnnotation], "\n"), "a few dozen bytes a step")
 	again.ResourceVersion = ""
 	current := &wfv1.Workflow{}
@@ -148,7 +152,8 @@ func TestJanitorCountsEachEndedStepOnce(t *testing.T) {
 
 // A janitor that starts leading (a restart, or the other replica taking over) counts nothing
 // of the steps that had ended before: the janitor that led then counted them. A step that ends
-// later is counted, and a Workflow made again under the same name counts afresh.
+// later is counted, a node `argo retry` runs again is counted again, and a Workflow made again
+// under the same name counts afresh.
 func TestJanitorAfterARestartCountsOnlyWhatEndsLater(t *testing.T) {
 	before := endedWorkflow("uid-1", wfv1.WorkflowRunning)
 	delete(before.Status.Nodes, "n-a")
@@ -168,11 +173,24 @@ func TestJanitorAfterARestartCountsOnlyWhatEndsLater(t *testing.T) {
 	reconcileWorkflow(t, j, "wf")
 	assert.InDelta(t, 1, succeeded(t, reg), 0, "n-a alone")
 
+	// `argo retry` of the workflow makes a node again under its ID: its new end is counted.
+	rerun := endedWorkflow("uid-1", wfv1.WorkflowRunning)
+	again := rerun.Status.Nodes["n-a"]
+	again.FinishedAt = metav1.Unix(6000, 0)
+	rerun.Status.Nodes["n-a"] = again
+	update = cached(t, rerun)
+	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(update), current))
+	update.ResourceVersion = current.ResourceVersion
+	require.NoError(t, c.Update(t.Context(), update))
+	reconcileWorkflow(t, j, "wf")
+	assert.InDelta(t, 2, succeeded(t, reg), 0, "n-a's first end, then its second")
+
+	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(update), current))
 	require.NoError(t, c.Delete(t.Context(), current))
 	reconcileWorkflow(t, j, "wf")
 	require.NoError(t, c.Create(t.Context(), cached(t, endedWorkflow("uid-2", wfv1.WorkflowRunning))))
 	reconcileWorkflow(t, j, "wf")
-	assert.InDelta(t, 4, succeeded(t, reg), 0, "n-a, then the new workflow's three")
+	assert.InDelta(t, 5, succeeded(t, reg), 0, "n-a twice, then the new workflow's three")
 }
 
 // succeeded is the count of steps that succeeded.
