@@ -188,16 +188,16 @@ func skipString(s string, i int) int {
 }
 
 // closing returns the index after the bracket that closes the one at i, strings skipped.
-func closing(s string, i int, open, close byte) int {
+func closing(s string, i int, opening, closer byte) int {
 	depth := 0
 	for i < len(s) {
-		switch c := s[i]; {
-		case c == '"' || c == '\'' || c == '`':
+		switch c := s[i]; c {
+		case '"', '\'', '`':
 			i = skipString(s, i)
 			continue
-		case c == open:
+		case opening:
 			depth++
-		case c == close:
+		case closer:
 			depth--
 			if depth == 0 {
 				return i + 1
