@@ -11,6 +11,9 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/kubeflow/trainer/v2 v2.3.0
 	github.com/prometheus/client_golang v1.23.2
+	// The exposition format's parser, for the Grafana dashboard's check (internal/dashboard).
+	github.com/prometheus/client_model v0.6.2
+	github.com/prometheus/common v0.67.5
 	// A JSON Schema (draft 2020-12) validator, for tests only: the examples and the if/then rules
 	// of schemas/step.schema.json are checked as an editor reads them.
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
@@ -114,8 +117,6 @@ require (
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus/client_model v0.6.2 // indirect
-	github.com/prometheus/common v0.67.5 // indirect
 	github.com/prometheus/procfs v0.19.2 // indirect
 	github.com/prometheus/statsd_exporter v0.22.7 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect

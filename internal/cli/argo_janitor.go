@@ -17,14 +17,16 @@ workflow's agent pod; when that pod is evicted or its node dies, Argo fails the 
 a retryStrategy starts the next attempt while the old TrainJob trains on. The janitor deletes every
 unfinished trainstep TrainJob whose Argo node is finished (under a retryStrategy, its attempt's
 node <step>(N), not the Retry node above it) or whose Workflow is stopping or done, except one kept
-past its timeout by keepOnTimeout.`,
+past its timeout by keepOnTimeout. It also counts the steps that ended, from their Workflow nodes,
+for Prometheus on /metrics (--metrics-bind-address; the manifests serve it on :8080): the series
+docs/cost.md lists.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := c.config(cmd.ErrOrStderr(), argo.JanitorName)
 			if err != nil {
 				return err
 			}
-			mgr, err := argo.NewJanitor(cfg, c.managed(argo.JanitorName))
+			mgr, err := argo.NewJanitor(cfg, c.managed(argo.JanitorName), nil)
 			if err != nil {
 				return err
 			}

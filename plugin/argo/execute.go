@@ -339,7 +339,6 @@ func (p *Plugin) terminal(req *request, st lifecycle.Status, held time.Duration)
 	case st.Released:
 		p.log.Info("let go of a TrainJob other steps of its cache key follow", "trainjob", st.Name, "reason", st.Reason)
 	}
-	p.metrics.ended.Observe(st.Observation)
 	r := p.reply(req, st.Observation, held)
 	if st.CompletionTime != nil && st.Reason != trainjob.ReasonTimeout && st.Reason != trainjob.ReasonStartTimeout {
 		d := p.clock.Since(*st.CompletionTime)

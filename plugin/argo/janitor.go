@@ -8,6 +8,7 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainstep/trainstep/core/lifecycle"
@@ -36,14 +38,17 @@ const JanitorName = "trainstep-argo-janitor"
 // has given up on.
 type Janitor struct {
 	client client.Client
+	// tally counts the steps that ended, from the Workflows' nodes (tally.go).
+	tally *tally
 }
 
 var _ reconcile.Reconciler = (*Janitor)(nil)
 
 // NewJanitor builds a manager running the Janitor: it caches every Workflow of the cluster,
 // trimmed to what the Janitor reads (trimForJanitor), and the Argo face's TrainJobs, without
-// their managedFields.
-func NewJanitor(cfg *rest.Config, o managed.Options) (manager.Manager, error) {
+// their managedFields. Its step metrics register on reg (controller-runtime's registry, which the
+// manager serves on its /metrics, when nil).
+func NewJanitor(cfg *rest.Config, o managed.Options, reg prometheus.Registerer) (manager.Manager, error) {
 	scheme, err := trainjob.NewScheme(wfv1.AddToScheme)
 	if err != nil {
 		return nil, err
@@ -58,15 +63,22 @@ func NewJanitor(cfg *rest.Config, o managed.Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := SetupJanitor(mgr); err != nil {
+	if reg == nil {
+		reg = ctrlmetrics.Registry
+	}
+	if err := SetupJanitor(mgr, reg); err != nil {
 		return nil, err
 	}
 	return mgr, nil
 }
 
-// SetupJanitor adds the Janitor to a manager whose scheme knows Workflows and TrainJobs.
-func SetupJanitor(mgr ctrl.Manager) error {
-	j := &Janitor{client: mgr.GetClient()}
+// SetupJanitor adds the Janitor to a manager whose scheme knows Workflows and TrainJobs, its
+// step metrics to reg.
+func SetupJanitor(mgr ctrl.Manager, reg prometheus.Registerer) error {
+	j := &Janitor{client: mgr.GetClient(), tally: newTally()}
+	if err := j.tally.register(reg); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(JanitorName).
 		For(&wfv1.Workflow{}).
@@ -89,13 +101,20 @@ func JanitorSelector() labels.Selector {
 	return labels.SelectorFromSet(labels.Set{trainjob.LabelManagedBy: trainjob.ManagedByValue, trainjob.LabelEngine: Engine})
 }
 
-// Reconcile looks at one Workflow's unfinished TrainJobs.
+// Reconcile counts one Workflow's steps that ended and looks at its unfinished TrainJobs.
 func (j *Janitor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if err := j.tally.baseline(ctx, j.client); err != nil {
+		return reconcile.Result{}, err
+	}
 	wf := &wfv1.Workflow{}
 	if err := j.client.Get(ctx, req.NamespacedName, wf); err != nil {
+		if apierrors.IsNotFound(err) {
+			j.tally.forget(req.NamespacedName)
+		}
 		// A deleted Workflow takes its TrainJobs with it through their owner reference.
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	j.tally.count(wf)
 	// The janitor's cache holds every Argo TrainJob, those the workflow's steps follow too.
 	jobs, err := workflowJobs(ctx, j.client, j.client, wf)
 	if err != nil {

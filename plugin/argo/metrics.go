@@ -3,11 +3,11 @@ package argo
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-
-	"github.com/trainstep/trainstep/core/stepmetrics"
 )
 
-// metrics live in the plugin's own registry (no global state).
+// metrics live in the plugin's own registry (no global state). They say how the sidecar serves
+// its calls; what the steps that ended cost is counted by the janitor (tally.go), which outlives
+// the agent pod these die with.
 type metrics struct {
 	registry *prometheus.Registry
 	calls    *prometheus.CounterVec
@@ -15,8 +15,6 @@ type metrics struct {
 	hold     prometheus.Histogram
 	held     prometheus.Gauge
 	holdFull prometheus.Counter
-	// ended counts what ended steps cost, by namespace and failure class.
-	ended *stepmetrics.Ended
 }
 
 func newMetrics() *metrics {
@@ -44,10 +42,8 @@ func newMetrics() *metrics {
 			Name: "trainstep_argo_hold_refused_total",
 			Help: "Calls answered at once because maxHeld calls were already held.",
 		}),
-		ended: stepmetrics.New("trainstep_argo"),
 	}
 	m.registry.MustRegister(m.calls, m.notice, m.hold, m.held, m.holdFull,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.registry.MustRegister(m.ended.Collectors()...)
 	return m
 }

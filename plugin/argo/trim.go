@@ -68,10 +68,11 @@ const janitorMessage = 256
 
 // trimForJanitor keeps of a cached Workflow only what the Janitor reads, for it caches every
 // Workflow of the cluster, most of them long finished: its identity, the completed label and its
-// deletion, spec.shutdown and status.phase (stopping), and, while it runs, the nodes a TrainJob
-// can belong to (stepNode): its plugin nodes and the Retry nodes that wrap them, each with its
-// name, type, phase and the start of its message. A finished workflow keeps no node at all:
-// every unfinished TrainJob of it goes whatever its node says.
+// deletion, spec.shutdown and status.phase (stopping); while it runs, the nodes a TrainJob can
+// belong to (stepNode): its plugin nodes and the Retry nodes that wrap them, each with its
+// name, type, phase and the start of its message; and, in an annotation of this copy alone, the
+// tally of each trainstep step that ended (tally.go), a few dozen bytes. A finished workflow keeps
+// no node, its steps' tallies alone: every unfinished TrainJob of it goes whatever its node says.
 func trimForJanitor(obj any) (any, error) {
 	wf, ok := obj.(*wfv1.Workflow)
 	if !ok {
@@ -91,6 +92,9 @@ func trimForJanitor(obj any) (any, error) {
 	}
 	if v, ok := wf.Labels[LabelCompleted]; ok {
 		out.Labels = map[string]string{LabelCompleted: v}
+	}
+	if t := tallies(wf); t != "" {
+		out.Annotations = map[string]string{tallyAnnotation: t}
 	}
 	if stopping(out) != "" {
 		return out, nil

@@ -39,7 +39,7 @@ func newMetrics() *metrics {
 			Help:    "Time from the TrainJob's terminal condition to the CustomRun's terminal status write (the condition time has 1 s resolution).",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60},
 		}),
-		ended:  stepmetrics.New("trainstep_tekton"),
+		ended:  stepmetrics.New(Engine),
 		phases: map[types.NamespacedName]trainjob.Phase{},
 		gauge: prometheus.NewDesc("trainstep_tekton_trainjobs",
 			"TrainJobs of unfinished CustomRuns, by phase.", []string{"phase"}, nil),

@@ -217,6 +217,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *state) (reconcile.Result,
 		return r.notYet(ctx, s, st)
 	case st.Invalid != nil:
 		run.Status.Results = results(st.Outputs())
+		r.metrics.ended.Observe(st.Observation, len(run.Status.RetriesStatus) > 0)
 		s.finish(corev1.ConditionFalse, ReasonInvalidParams, explain(st.Invalid, sources).Error())
 		return reconcile.Result{}, nil //nolint:nilerr // the step is wrong, not the reconcile: the run ends saying so
 	}
@@ -303,6 +304,9 @@ func (r *Reconciler) record(ctx context.Context, s *state, st lifecycle.Status) 
 func (r *Reconciler) ended(s *state, st lifecycle.Status, d trainjob.Deadlines) {
 	run := s.run
 	run.Status.Results = results(st.Outputs())
+	// Every attempt that ended is a step that ended, as each Argo node is: a failed attempt that
+	// is retried spent its GPU-hours too.
+	r.metrics.ended.Observe(st.Observation, len(run.Status.RetriesStatus) > 0)
 	switch {
 	case st.Phase == trainjob.PhaseSucceeded:
 		s.finish(corev1.ConditionTrue, ReasonSucceeded, st.Message)
@@ -390,7 +394,6 @@ func (r *Reconciler) noticed(s *state, obs trainjob.Observation) {
 	}
 	if c := s.run.Status.Succeeded(); c != nil && s.run.Status.CompletionTime != nil {
 		r.metrics.finished.WithLabelValues(string(c.Status), c.Reason).Inc()
-		r.metrics.ended.Observe(obs)
 	}
 }
 

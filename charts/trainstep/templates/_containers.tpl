@@ -61,7 +61,7 @@ securityContext:
     - --leader-elect
     - --log-format=json
     - --health-probe-bind-address=:8081
-    - --metrics-bind-address=127.0.0.1:8080
+    - --metrics-bind-address=:8080
   {{- with $v.extraArgs }}
     {{- toYaml . | nindent 4 }}
   {{- end }}
@@ -76,6 +76,8 @@ securityContext:
     {{- end }}
   {{- end }}
   ports:
+    - name: metrics
+      containerPort: 8080
     - name: probes
       containerPort: 8081
   readinessProbe:

@@ -134,3 +134,55 @@ securityContext:
 {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The Service Prometheus scrapes a part's /metrics through (port metrics, 8080), and its
+prometheus-operator ServiceMonitor when metrics.serviceMonitor.enabled. Both replicas are
+scraped: the one that leads counts the steps, the other serves none of their series.
+*/}}
+{{- define "trainstep.metricsService" -}}
+{{- $root := index . 0 -}}
+{{- $part := index . 1 -}}
+{{- $name := include "trainstep.partName" (list $root $part) -}}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ $name }}-metrics
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "trainstep.partLabels" (list $root $part) | nindent 4 }}
+spec:
+  selector:
+    {{- include "trainstep.selectorLabels" (list $root $part) | nindent 4 }}
+  ports:
+    - name: metrics
+      port: 8080
+      targetPort: metrics
+{{- $sm := $root.Values.metrics.serviceMonitor }}
+{{- if $sm.enabled }}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: {{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "trainstep.partLabels" (list $root $part) | nindent 4 }}
+    {{- with $sm.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  selector:
+    matchLabels:
+      {{- include "trainstep.selectorLabels" (list $root $part) | nindent 6 }}
+  namespaceSelector:
+    matchNames: [{{ $root.Release.Namespace }}]
+  endpoints:
+    - port: metrics
+      path: /metrics
+      {{- with $sm.interval }}
+      interval: {{ . }}
+      {{- end }}
+{{- end }}
+{{- end -}}

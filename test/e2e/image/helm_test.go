@@ -183,6 +183,8 @@ func essentials(t *testing.T, obj map[string]any) any {
 			"configmap-type": u.GetLabels()["workflows.argoproj.io/configmap-type"]}
 	case "Secret":
 		return map[string]any{"type": obj["type"], "annotations": u.GetAnnotations()}
+	case "Service": // where Prometheus scrapes; its selector is the chart's labels or the manifests'
+		return dig(obj, "spec")["ports"]
 	case "ValidatingAdmissionPolicy":
 		return celSpaced(obj["spec"])
 	case "ValidatingAdmissionPolicyBinding":
@@ -321,6 +323,7 @@ func TestChartValues(t *testing.T) {
 				"Role/ml/ml-trainstep-executor-plugin", "Role/ml/ml-trainstep-workflow", "Role/ops/ml-trainstep-argo-janitor-leader-election",
 				"RoleBinding/ml/ml-trainstep-executor-plugin", "RoleBinding/ml/ml-trainstep-workflow", "RoleBinding/ops/ml-trainstep-argo-janitor-leader-election",
 				"Secret/ml/trainstep-executor-plugin.service-account-token", "Secret/ml/trainstep-workflow.service-account-token",
+				"Service/ops/ml-trainstep-argo-janitor-metrics",
 				"ServiceAccount/ml/trainstep-executor-plugin", "ServiceAccount/ml/trainstep-workflow", "ServiceAccount/ops/ml-trainstep-argo-janitor",
 				"ValidatingAdmissionPolicy//ml-trainstep-executor-plugin-trainjobs", "ValidatingAdmissionPolicyBinding//ml-trainstep-executor-plugin-trainjobs",
 			}, keys(objs))
@@ -333,7 +336,7 @@ func TestChartValues(t *testing.T) {
 				"ClusterRole//ml-trainstep-tekton-controller", "ClusterRoleBinding//ml-trainstep-tekton-controller",
 				"Deployment/ops/ml-trainstep-tekton-controller",
 				"Role/ops/ml-trainstep-tekton-controller-leader-election", "RoleBinding/ops/ml-trainstep-tekton-controller-leader-election",
-				"ServiceAccount/ops/ml-trainstep-tekton-controller",
+				"Service/ops/ml-trainstep-tekton-controller-metrics", "ServiceAccount/ops/ml-trainstep-tekton-controller",
 			}, keys(objs))
 			subjects := objs["ClusterRoleBinding//ml-trainstep-tekton-controller"]["subjects"]
 			assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "ml-trainstep-tekton-controller", "namespace": "ops"}}, subjects)
@@ -345,7 +348,18 @@ func TestChartValues(t *testing.T) {
 			assert.Contains(t, objs, "Deployment/ops/ml-trainstep-argo-janitor")
 			assert.Contains(t, objs, "Deployment/ops/ml-trainstep-tekton-controller")
 			assert.Contains(t, objs, "ConfigMap/ml/trainstep-executor-plugin")
+			for k := range objs {
+				assert.False(t, strings.HasPrefix(k, "ServiceMonitor/"), "no ServiceMonitor unless asked for: %s", k)
+			}
 		},
+	}, {
+		name:   "a ServiceMonitor for each metrics Service",
+		values: faceAlone("argo") + faceAlone("tekton") + "metrics: {serviceMonitor: {enabled: true, interval: 30s, labels: {release: prom}}}\n",
+		check:  checkServiceMonitors,
+	}, {
+		name:    "schema: a ServiceMonitor interval that is no duration",
+		values:  faceAlone("tekton") + "metrics: {serviceMonitor: {enabled: true, interval: 30}}\n",
+		wantErr: []string{"/metrics/serviceMonitor/interval"},
 	}, {
 		name:   "argo in a list of namespaces",
 		values: "argo: {enabled: true, namespaces: [ml, research]}\n",
@@ -607,6 +621,35 @@ func checkPlacement(t *testing.T, objs map[string]map[string]any) {
 	}
 	assert.Equal(t, "8080", dig(objs["Deployment/ops/ml-trainstep-tekton-controller"], "spec", "template", "metadata", "annotations")["prometheus.io/port"],
 		"the controller keeps its prometheus annotations beside podAnnotations")
+}
+
+// checkServiceMonitors: the janitor's and the Tekton controller's ServiceMonitors select their
+// metrics Service, which selects the Deployment's pods and names the port their /metrics is on;
+// the values' interval and labels are on each.
+func checkServiceMonitors(t *testing.T, objs map[string]map[string]any) {
+	t.Helper()
+	for _, part := range []string{"argo-janitor", "tekton-controller"} {
+		name := "ml-trainstep-" + part
+		sm, svc, deploy := objs["ServiceMonitor/ops/"+name], objs["Service/ops/"+name+"-metrics"], objs["Deployment/ops/"+name]
+		require.NotNil(t, sm, part)
+		require.NotNil(t, svc, part)
+		assert.Equal(t, "monitoring.coreos.com/v1", sm["apiVersion"])
+		assert.Equal(t, "prom", dig(sm, "metadata", "labels")["release"], part)
+		svcLabels := dig(svc, "metadata", "labels")
+		for k, v := range dig(sm, "spec", "selector", "matchLabels") {
+			assert.Equal(t, v, svcLabels[k], "%s: the ServiceMonitor selects the Service by %s", part, k)
+		}
+		assert.Equal(t, []any{"ops"}, dig(sm, "spec", "namespaceSelector")["matchNames"], part)
+		assert.Equal(t, []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "30s"}}, dig(sm, "spec")["endpoints"], part)
+		podLabels := dig(deploy, "spec", "template", "metadata", "labels")
+		for k, v := range dig(svc, "spec", "selector") {
+			assert.Equal(t, v, podLabels[k], "%s: the Service selects the pods by %s", part, k)
+		}
+		assert.Equal(t, []any{map[string]any{"name": "metrics", "port": float64(8080), "targetPort": "metrics"}}, dig(svc, "spec")["ports"], part)
+		c := container(deploy)
+		assert.Contains(t, c["args"], "--metrics-bind-address=:8080", "%s serves /metrics beyond loopback", part)
+		assert.Contains(t, c["ports"], map[string]any{"name": "metrics", "containerPort": float64(8080)}, part)
+	}
 }
 
 // images are the images of the rendered janitor, Tekton controller and plugin sidecar, by part.

@@ -3,11 +3,15 @@ package argo_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,17 +19,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/stepmetrics"
 	"github.com/trainstep/trainstep/core/trainjob"
+	"github.com/trainstep/trainstep/internal/dashboard"
 	"github.com/trainstep/trainstep/internal/managed"
 	"github.com/trainstep/trainstep/plugin/argo"
 	"github.com/trainstep/trainstep/test/internal/argotest"
+	"github.com/trainstep/trainstep/test/internal/harnessutil"
 	"github.com/trainstep/trainstep/test/internal/testenv"
 )
 
 // startJanitor runs the cluster-level janitor for one namespace until the test ends.
 func startJanitor(t *testing.T, ns string) {
 	t.Helper()
-	mgr, err := argo.NewJanitor(env.Config, managed.Options{Name: argo.JanitorName, Namespaces: []string{ns}, MetricsAddr: "0", ProbeAddr: "0"})
+	mgr, err := argo.NewJanitor(env.Config, managed.Options{Name: argo.JanitorName, Namespaces: []string{ns}, MetricsAddr: "0", ProbeAddr: "0"}, prometheus.NewRegistry())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
@@ -149,4 +156,64 @@ func TestKeptTrainJobOutlivesItsNodeAndWorkflow(t *testing.T) {
 	}, testenv.Timeout, testenv.Interval, "the janitor must have deleted the unkept job of the completed workflow")
 	require.NoError(t, c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, tj), "the kept TrainJob stays")
 	assert.Nil(t, tj.DeletionTimestamp)
+}
+
+// The janitor, not the agent pod, serves the steps that ended: it counts each from its node as
+// Argo records the plugin's reply, and its real /metrics (controller-runtime's server, on the
+// registry it serves) carries every series the Grafana dashboard queries. A janitor counts only
+// the steps that end once it leads (docs/cost.md), so the test adds ended nodes until one is
+// counted.
+func TestJanitorServesTheStepsThatEndedOnItsMetrics(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startPlugin(t, ns, nil)
+	wf := workflow(t, ns)
+	args, err := argotest.Args(wf.Name, ns, string(wf.UID), step("train", "fail"))
+	require.NoError(t, err)
+	r := callUntil(t, h, args)
+	require.Equal(t, wfv1.NodeFailed, r.Node.Phase)
+	class, _ := r.Output(trainjob.OutFailureClass)
+	require.NotEmpty(t, class)
+
+	metricsAddr := harnessutil.FreeAddr(t)
+	mgr, err := argo.NewJanitor(env.Config, managed.Options{Name: argo.JanitorName, Namespaces: []string{ns}, MetricsAddr: metricsAddr, ProbeAddr: "0"}, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+
+	series := fmt.Sprintf(`trainstep_steps_ended_total{face="argo",failure_class=%q,namespace=%q,phase="Failed"}`, class, ns)
+	var body string
+	nodes := 0
+	require.Eventually(t, func() bool {
+		if body, err = httpGet("http://" + metricsAddr + "/metrics"); err == nil && strings.Contains(body, series) {
+			return true
+		}
+		// Not counted yet: the step ended before the janitor led. Another ends now.
+		cur := &wfv1.Workflow{}
+		require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(wf), cur))
+		if cur.Status.Nodes == nil {
+			cur.Status.Nodes = wfv1.Nodes{}
+		}
+		id := fmt.Sprintf("wf-%d", nodes)
+		nodes++
+		cur.Status.Nodes[id] = wfv1.NodeStatus{ID: id, Name: fmt.Sprintf("wf[%d].train", nodes), Type: wfv1.NodeTypePlugin, Phase: r.Node.Phase, Outputs: r.Node.Outputs}
+		require.NoError(t, c.Update(t.Context(), cur))
+		return false
+	}, testenv.Timeout, testenv.Interval, "no step that ended was counted: %s", body)
+	served, err := dashboard.ServedText([]byte(body))
+	require.NoError(t, err)
+	assert.True(t, served["controller_runtime_reconcile_total"], "controller-runtime's own series, beside the janitor's")
+	raw, err := os.ReadFile("../../../docs/grafana/trainstep.json")
+	require.NoError(t, err)
+	// A step that failed at once alone: no whole second in any bucket, no GPU seconds, cache hit
+	// or retry, whose series appear once such a step ends (plugin/argo's
+	// TestDashboardQueriesWhatTheJanitorServes has them all).
+	absent := []string{stepmetrics.Seconds, stepmetrics.GPUSeconds, stepmetrics.CacheHits, stepmetrics.Retries}
+	for _, err := range dashboard.Check(raw, served) {
+		assert.True(t, slices.ContainsFunc(absent, func(n string) bool { return strings.Contains(err.Error(), "metric "+n+" ") }), err.Error())
+	}
 }

@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/stepmetrics"
 	"github.com/trainstep/trainstep/core/trainjob"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/plugin/tekton/api/v1beta1"
@@ -213,11 +214,12 @@ func TestTimeoutAfterTheTrainJobWasDeletedSaysSo(t *testing.T) {
 	assert.NotContains(t, msg, "kept")
 }
 
-// Two failures then a success: two archived attempts, three distinct TrainJobs, Succeeded=True.
+// Two failures then a success: two archived attempts, three distinct TrainJobs, Succeeded=True;
+// each attempt is a step that ended (docs/cost.md), the last two retries.
 func TestRetryAttemptGetsANewTrainJob(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	startController(t, ns)
+	ctl := startController(t, ns)
 	create(t, jaxRun(t, ns, "train", "fail-twice", "retries: 2"))
 	run := waitRun(t, ns, "train", succeeded(corev1.ConditionTrue, ""))
 	require.Len(t, run.Status.RetriesStatus, 2)
@@ -237,6 +239,8 @@ func TestRetryAttemptGetsANewTrainJob(t *testing.T) {
 	seen[name] = true
 	assert.Len(t, seen, 3, "each attempt has its own TrainJob: %v", seen)
 	assert.Len(t, testenv.TrainJobs(t.Context(), t, c, ns), 3)
+	assert.InDelta(t, 3, counterSum(t, ctl, stepmetrics.StepsEnded), 0, "each attempt ended")
+	assert.InDelta(t, 2, counterSum(t, ctl, stepmetrics.Retries), 0, "attempts 1 and 2")
 }
 
 func TestRetriesExhausted(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainstep/trainstep/core/stepmetrics"
 	"github.com/trainstep/trainstep/plugin/tekton"
 	"github.com/trainstep/trainstep/test/internal/harnessutil"
 	"github.com/trainstep/trainstep/test/internal/testenv"
@@ -60,7 +61,7 @@ func TestOperations(t *testing.T) {
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, n, 5, "finished + notice histogram + 3 phase gauges")
 	// Every finished run is an ended step, counted by namespace and failure class.
-	assert.Equal(t, counterSum(t, ctl, "trainstep_tekton_customruns_finished_total"), counterSum(t, ctl, "trainstep_tekton_steps_ended_total"))
+	assert.Equal(t, counterSum(t, ctl, "trainstep_tekton_customruns_finished_total"), counterSum(t, ctl, stepmetrics.StepsEnded))
 }
 
 func counterSum(t *testing.T, ctl *controller, name string) float64 {
