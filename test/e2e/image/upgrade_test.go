@@ -137,10 +137,9 @@ func TestChartUpgradeUnderARunningStepThenUninstall(t *testing.T) {
 	assert.Equal(t, before.UID, ps.Items[0].UID, "the pod was not made again")
 	cache := &corev1.ConfigMap{}
 	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: runNS, Name: stepcache.ConfigMapName}, cache), "the step's success is stored")
-	require.Len(t, cache.Data, 1)
-	for _, entry := range cache.Data {
-		assert.Contains(t, entry, tj.Name, "the cache entry names the TrainJob that trained")
-	}
+	require.NotEmpty(t, results[trainjob.OutCacheKey])
+	assert.Equal(t, []string{results[trainjob.OutCacheKey]}, keys(cache.Data), "the success stored under the step's key, its claim gone")
+	assert.Contains(t, cache.Data[results[trainjob.OutCacheKey]], `"trainJob":"`+tj.Name+`"`, "the entry names the TrainJob that trained")
 
 	// The uninstall: every object of the release goes; what stays is what docs/install.md says.
 	manifest, err := runHelm(t, "get", "manifest", previous.name, "--namespace", previous.namespace, "--kubeconfig", stack.Kubeconfig)
