@@ -69,6 +69,8 @@ type running struct {
 	ports map[int32]int // containerPort → the port it really listens on
 	done  chan struct{}
 	err   error
+	// terminate sends SIGTERM, as the kubelet does to a pod being deleted.
+	terminate context.CancelFunc
 }
 
 // Port is the port containerPort is served on.
@@ -188,6 +190,7 @@ func start(t *testing.T, rootfs string, cfg *v1.ConfigFile, p pod, c corev1.Cont
 	}
 	argv[0] = lookPath(t, rootfs, argv[0], env["PATH"])
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	r.terminate = cancel
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Path = argv[0] // a path inside the chroot: execve runs after chroot(2)
 	cmd.Env = envList(env)
@@ -429,6 +432,14 @@ func (r *running) ready(t *testing.T, c corev1.Container) {
 	r.waitHTTP(t, r.Port(t, int32(port)), g.Path) //nolint:gosec // a port number
 }
 
+// stop ends the container as the kubelet ends a deleted pod's (SIGTERM, SIGKILL after 10 s) and
+// returns its exit code.
+func (r *running) stop(t *testing.T) int {
+	t.Helper()
+	r.terminate()
+	return r.wait(t)
+}
+
 // wait waits for the container to exit and returns its exit code.
 func (r *running) wait(t *testing.T) int {
 	t.Helper()
@@ -440,6 +451,9 @@ func (r *running) wait(t *testing.T) int {
 	var ee *exec.ExitError
 	if errors.As(r.err, &ee) {
 		return ee.ExitCode()
+	}
+	if errors.Is(r.err, context.Canceled) {
+		return 0 // exec.Cmd.Wait's word for a stopped command that exited 0
 	}
 	require.NoError(t, r.err)
 	return 0

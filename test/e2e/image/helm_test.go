@@ -560,7 +560,7 @@ func TestChartInstallsEachFaceAlone(t *testing.T) {
 }
 
 // helmInstall installs r into the test's apiserver (helm install -n NS --create-namespace), and
-// uninstalls it when the test ends.
+// uninstalls it when the test ends unless the test did.
 func helmInstall(t *testing.T, r chartRelease) {
 	t.Helper()
 	out, err := runHelm(t, append([]string{"install", r.name, r.chartPath(), "--kubeconfig", stack.Kubeconfig, "--create-namespace"}, r.args(t)...)...)
@@ -568,7 +568,8 @@ func helmInstall(t *testing.T, r chartRelease) {
 	assert.Contains(t, out, "is installed as release "+r.name, "NOTES.txt")
 	t.Cleanup(func() {
 		// t.Context() is already cancelled when cleanups run.
-		cmd := exec.CommandContext(context.WithoutCancel(t.Context()), helm(t), "uninstall", r.name, "--namespace", r.namespace, "--kubeconfig", stack.Kubeconfig)
+		cmd := exec.CommandContext(context.WithoutCancel(t.Context()), helm(t), "uninstall", r.name, "--namespace", r.namespace, "--kubeconfig", stack.Kubeconfig,
+			"--ignore-not-found")
 		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("helm uninstall %s: %v\n%s", r.name, err, b)
