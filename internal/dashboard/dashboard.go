@@ -5,9 +5,11 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -231,6 +233,23 @@ func Served(metrics io.Reader) (map[string]bool, error) {
 
 // ServedText is Served of a /metrics body.
 func ServedText(body []byte) (map[string]bool, error) { return Served(bytes.NewReader(body)) }
+
+// Scrape is Served of what an exporter serves at url, read over HTTP as Prometheus reads it.
+func Scrape(ctx context.Context, url string) (map[string]bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+	if err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", url, err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", url, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scraping %s: %s", url, res.Status)
+	}
+	return Served(res.Body)
+}
 
 // Check returns one error for each metric a query of the dashboard selects that served lacks,
 // and one for a query that selects no metric at all (a typo in a function's name reads as one).

@@ -1,8 +1,6 @@
 package argo
 
 import (
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"testing"
@@ -27,12 +25,7 @@ func TestDashboardQueriesWhatTheJanitorServes(t *testing.T) {
 
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(srv.Close)
-	res, err := http.Get(srv.URL)
-	require.NoError(t, err)
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	served, err := dashboard.ServedText(body)
+	served, err := dashboard.Scrape(t.Context(), srv.URL)
 	require.NoError(t, err)
 
 	raw, err := os.ReadFile("../../docs/grafana/trainstep.json")

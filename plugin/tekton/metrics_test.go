@@ -1,15 +1,15 @@
 package tekton
 
 import (
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -33,21 +33,29 @@ func TestMetricsServeTheStepSeriesTheDashboardQueries(t *testing.T) {
 
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(srv.Close)
-	res, err := http.Get(srv.URL)
-	require.NoError(t, err)
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	served, err := dashboard.ServedText(body)
+	served, err := dashboard.Scrape(t.Context(), srv.URL)
 	require.NoError(t, err)
 	for _, name := range []string{stepmetrics.StepsEnded, stepmetrics.Seconds, stepmetrics.GPUSeconds, stepmetrics.CacheHits, stepmetrics.Retries} {
 		assert.True(t, served[name], name)
 	}
-	assert.Contains(t, string(body), `trainstep_step_retries_total{face="tekton",namespace="team-a"} 1`)
+	assert.Contains(t, gathered(t, reg), `trainstep_step_retries_total{face="tekton",namespace="team-a"} 1`)
 
 	raw, err := os.ReadFile("../../docs/grafana/trainstep.json")
 	require.NoError(t, err)
 	for _, err := range dashboard.Check(raw, served) {
 		assert.NoError(t, err)
 	}
+}
+
+// gathered is what reg serves, as /metrics text.
+func gathered(t *testing.T, reg prometheus.Gatherer) string {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, f := range families {
+		_, err := expfmt.MetricFamilyToText(&b, f)
+		require.NoError(t, err)
+	}
+	return b.String()
 }

@@ -1,7 +1,6 @@
 package argo_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -21,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainstep/trainstep/test/internal/argoharness"
+
+	"github.com/trainstep/trainstep/test/internal/helmcmd"
 )
 
 // TestChartLeavesOtherNamespacesHTTPTemplatesRunning installs the chart with the real helm beside
@@ -42,7 +42,6 @@ import (
 // Error, "create agent pod failed", its namespace having no trainstep-executor-plugin
 // ServiceAccount.
 func TestChartLeavesOtherNamespacesHTTPTemplatesRunning(t *testing.T) {
-	helmBin := helmBinary(t)
 	controllerNS := env.Namespace(t)
 	const instanceID = "trainstep-namespaces"
 	harness.StartClusterController(t, controllerNS, instanceID)
@@ -68,7 +67,7 @@ func TestChartLeavesOtherNamespacesHTTPTemplatesRunning(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			workflowNS, otherNS := env.Namespace(t), env.Namespace(t)
-			helmInstall(t, helmBin, tc.release, env.Namespace(t), tc.values(workflowNS, otherNS))
+			helmInstall(t, tc.release, env.Namespace(t), tc.values(workflowNS, otherNS))
 
 			wf := runHTTPWorkflow(t, otherNS, instanceID, server.URL, tc.sidecar)
 			require.Equal(t, wfv1.WorkflowSucceeded, wf.Status.Phase, "%s\n%s", wf.Status.Message, argoharness.Nodes(wf))
@@ -76,7 +75,7 @@ func TestChartLeavesOtherNamespacesHTTPTemplatesRunning(t *testing.T) {
 	}
 
 	t.Run("refused: the controller's namespace listed, not asked for", func(t *testing.T) {
-		out, err := runHelm(t, helmBin, "template", "ns-refused", chartDir(t), "--namespace", "ops",
+		out, err := helmcmd.Run(t, "template", "ns-refused", chartDir(t), "--namespace", "ops",
 			"--set", "argo.enabled=true", "--set", "argo.namespaces={"+controllerNS+"}", "--set", "argo.controllerNamespace="+controllerNS)
 		require.Error(t, err, out)
 		assert.ErrorContains(t, err, "argo.namespaces lists "+controllerNS+", Argo's controller namespace")
@@ -165,17 +164,6 @@ func runHTTPWorkflow(t *testing.T, ns, instanceID, url string, sidecar bool) *wf
 	return got
 }
 
-// helmBinary is the helm hack/build-helm.sh built into HELM_ASSETS.
-func helmBinary(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("HELM_ASSETS")
-	require.NotEmpty(t, dir, "HELM_ASSETS is not set: run `make test-assets` (it builds helm into the cache) and set HELM_ASSETS to its directory (`make test` does both)")
-	bin := filepath.Join(dir, "helm")
-	_, err := os.Stat(bin)
-	require.NoError(t, err, "helm is missing from HELM_ASSETS=%s: run `make test-assets`", dir)
-	return bin
-}
-
 // chartDir is charts/trainstep.
 func chartDir(t *testing.T) string {
 	t.Helper()
@@ -184,30 +172,16 @@ func chartDir(t *testing.T) string {
 	return filepath.Join(root, "charts", "trainstep")
 }
 
-// runHelm runs helm with caches and config of its own; the error carries what helm wrote.
-func runHelm(t *testing.T, helmBin string, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.CommandContext(t.Context(), helmBin, args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr.String())
-	}
-	return string(out), nil
-}
-
 // helmInstall installs the chart as release name in ns with values (YAML) into this suite's
 // apiserver, and uninstalls it when the test ends.
-func helmInstall(t *testing.T, helmBin, name, ns, values string) {
+func helmInstall(t *testing.T, name, ns, values string) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "values.yaml")
 	require.NoError(t, os.WriteFile(f, []byte(values), 0o600))
-	out, err := runHelm(t, helmBin, "install", name, chartDir(t), "--namespace", ns, "--kubeconfig", env.Kubeconfig, "-f", f)
+	out, err := helmcmd.Run(t, "install", name, chartDir(t), "--namespace", ns, "--kubeconfig", env.Kubeconfig, "-f", f)
 	require.NoError(t, err, out)
 	t.Cleanup(func() {
-		cmd := exec.CommandContext(context.WithoutCancel(t.Context()), helmBin, "uninstall", name, "--namespace", ns, "--kubeconfig", env.Kubeconfig)
+		cmd := exec.CommandContext(context.WithoutCancel(t.Context()), helmcmd.Binary(t), "uninstall", name, "--namespace", ns, "--kubeconfig", env.Kubeconfig)
 		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("helm uninstall %s: %v\n%s", name, err, b)

@@ -29,32 +29,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/internal/release"
+
+	"github.com/trainstep/trainstep/test/internal/helmcmd"
 )
 
-// helm is the helm binary hack/build-helm.sh built into HELM_ASSETS.
-func helm(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("HELM_ASSETS")
-	require.NotEmpty(t, dir, "HELM_ASSETS is not set: run `make test-assets` (it builds helm into the cache) and set HELM_ASSETS to its directory (`make test` does both)")
-	bin := filepath.Join(dir, "helm")
-	_, err := os.Stat(bin)
-	require.NoError(t, err, "helm is missing from HELM_ASSETS=%s: run `make test-assets`", dir)
-	return bin
-}
-
-// runHelm runs the real helm with empty caches and config of its own, and returns its output;
-// the error carries what helm wrote to stderr.
+// runHelm runs the real helm (helmcmd.Run).
 func runHelm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), helm(t), args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr.String())
-	}
-	return string(out), nil
+	return helmcmd.Run(t, args...)
 }
 
 func chartDir() string { return filepath.Join(root, "charts", "trainstep") }
@@ -568,7 +550,7 @@ func helmInstall(t *testing.T, r chartRelease) {
 	assert.Contains(t, out, "is installed as release "+r.name, "NOTES.txt")
 	t.Cleanup(func() {
 		// t.Context() is already cancelled when cleanups run.
-		cmd := exec.CommandContext(context.WithoutCancel(t.Context()), helm(t), "uninstall", r.name, "--namespace", r.namespace, "--kubeconfig", stack.Kubeconfig,
+		cmd := exec.CommandContext(context.WithoutCancel(t.Context()), helmcmd.Binary(t), "uninstall", r.name, "--namespace", r.namespace, "--kubeconfig", stack.Kubeconfig,
 			"--ignore-not-found")
 		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 		if b, err := cmd.CombinedOutput(); err != nil {
