@@ -19,6 +19,7 @@ func TestEnvIsInDependencyOrderWhateverOrderItWasWrittenIn(t *testing.T) {
 	}{
 		{"no references: by name", []string{`{"B": "2", "A": "1", "C": "3"}`, `{"C": "3", "B": "2", "A": "1"}`}, []string{"A", "B", "C"}},
 		{"an entry after the one it refers to", []string{`{"FILE": "$(ROOT)/x", "ROOT": "/data"}`, `{"ROOT": "/data", "FILE": "$(ROOT)/x"}`}, []string{"ROOT", "FILE"}},
+		{"one placed first by name, the rest still in dependency order", []string{`{"B": "$(C)", "A": "a", "C": "c"}`}, []string{"A", "C", "B"}},
 		{"a chain", []string{`{"A": "$(B)", "B": "$(C)", "C": "c"}`, `{"C": "c", "B": "$(C)", "A": "$(B)"}`}, []string{"C", "B", "A"}},
 		{"$$ is a literal $, not a reference", []string{`{"A": "$$(B)", "B": "b"}`, `{"B": "b", "A": "$$(B)"}`}, []string{"A", "B"}},
 		{"a reference to a name not in the env orders nothing", []string{`{"B": "$(HOME)", "A": "a"}`}, []string{"A", "B"}},
@@ -72,6 +73,7 @@ func TestVarReferences(t *testing.T) {
 		"$(A":            nil,
 		"cost $5 $(A) $": {"A"},
 		"$(A.b-c)":       {"A.b-c"},
+		"$()$(A)":        {"", "A"},
 	} {
 		assert.Equal(t, want, varReferences(s), "%q", s)
 	}

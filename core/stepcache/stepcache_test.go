@@ -233,6 +233,11 @@ func TestStore(t *testing.T) {
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "team", Name: ConfigMapName}, cm))
 	assert.Len(t, cm.Data, 1)
 	assert.Equal(t, "trainstep", cm.Labels["app.kubernetes.io/managed-by"])
+
+	// No bound set is DefaultMaxBytes, not none: a second entry leaves the first.
+	require.NoError(t, s.Put(ctx, "team", Entry{Key: key(2), TrainJob: "train-3", Outputs: out, Stored: t0.Add(3 * time.Hour)}))
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "team", Name: ConfigMapName}, cm))
+	assert.Len(t, cm.Data, 2)
 }
 
 // Storing past the bound deletes the oldest entries, never the one just stored.
